@@ -1,0 +1,6 @@
+//! `profiler`: an eBPF profiling agent for the request pipelines of web services.
+//!
+//! The data flows one way (see DESIGN.md): `collect` (aya, kernel maps) -> `profile`
+//! (the canonical in-memory [`profile::Profile`]) -> `symbolize` -> `attribute` -> `render`.
+
+pub mod profile;

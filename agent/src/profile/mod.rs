@@ -1,0 +1,207 @@
+//! The canonical profile: the one in-memory type between collection and every renderer.
+//!
+//! `profile.json` is this type serialized with serde (schema [`SCHEMA_VERSION`]); the
+//! flamegraphs, folded stacks, pprof file, ranking and `profiler diff` are all derived
+//! from it, so a profile recorded today can be re-rendered or compared later.
+//!
+//! Two stages share these types:
+//! - [`RawProfile`]: what `collect` drained from the kernel maps: addresses, counts,
+//!   per-syscall statistics and loss counters, no names.
+//! - [`Profile`]: the same after `symbolize`: interned [`Frame`]s and [`Stack`]s with names.
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the `profile.json` schema. Bump it on any change a reader must know about;
+/// readers refuse versions newer than theirs with one clear line.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// What was profiled, when, how, and whether the run ended early.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    /// The target as the user named it, e.g. `container navree`, `pid 1234`, `cgroup /sys/fs/cgroup/unified/x`.
+    pub target: String,
+    /// cgroup v2 id (inode of the cgroup directory) the kernel filtered on, when filtering by cgroup.
+    pub cgroup_id: Option<u64>,
+    /// Start of the collection, RFC 3339 UTC.
+    pub started_at: String,
+    /// Wall-clock length of the collection, ns.
+    pub duration_ns: u64,
+    /// On-CPU sampling frequency per CPU, Hz.
+    pub frequency_hz: u64,
+    /// Off-CPU waits shorter than this were not recorded, ns.
+    pub offcpu_min_block_ns: u64,
+    /// Number of online CPUs sampled.
+    pub cpus: u32,
+    /// `uname -r` of the host.
+    pub kernel: String,
+    /// Version of the agent that recorded the profile.
+    pub agent_version: String,
+    /// `Some(reason)` when the run ended early (Ctrl-C, target exited, error); what was
+    /// collected up to then is still complete and valid.
+    pub partial: Option<String>,
+    /// CPU time the target used during the run, ns (from its cgroup's `cpuacct.usage` or
+    /// `/proc/PID/stat` utime+stime), when it could be read.
+    pub target_cpu_ns: Option<u64>,
+}
+
+/// Everything the agent knows it lost. Shown in every report, never hidden.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LostCounters {
+    /// Samples the BPF program could not record (counts map full, ...).
+    pub samples_dropped: u64,
+    /// `bpf_get_stackid` returned -EEXIST: a hash collision in the stack map dropped a stack.
+    pub stack_collisions: u64,
+    /// Stack walks that failed for another reason (-EFAULT, ...).
+    pub stack_walk_failures: u64,
+    /// Samples whose user stack did not reach the thread's start (see [`Stack::truncated`]).
+    pub truncated_stacks: u64,
+    /// Off-CPU intervals dropped (start map full).
+    pub offcpu_dropped: u64,
+    /// Events dropped because a ring buffer was full.
+    pub ringbuf_dropped: u64,
+}
+
+/// Per-syscall statistics of the target, aggregated in the kernel.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SyscallStat {
+    /// x86_64 syscall number.
+    pub nr: u32,
+    /// Name from the kernel's syscall table, e.g. `sendto`.
+    pub name: String,
+    /// Completed calls.
+    pub count: u64,
+    /// Calls that returned an error (negative return value), `-EAGAIN` included.
+    pub errors: u64,
+    /// Calls that returned `-EAGAIN` (nonblocking I/O with nothing ready), counted apart.
+    pub eagain: u64,
+    /// Sum of latencies from entry to exit, ns.
+    pub total_ns: u64,
+    /// Latency histogram: `latency_log2_ns[i]` counts calls with latency in `[2^i, 2^(i+1))` ns.
+    pub latency_log2_ns: Vec<u64>,
+}
+
+/// A process of the target, as seen when it was first sampled.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Process {
+    /// Host pid namespace pid.
+    pub pid: u32,
+    /// `comm` of the process (thread-group leader).
+    pub comm: String,
+    /// Executable path as the process sees it (inside its container), from `/proc/PID/exe`.
+    pub exe: String,
+}
+
+/// One on-CPU or off-CPU stack as drained from the kernel, not yet symbolized.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RawStack {
+    /// Process id (host pid namespace).
+    pub pid: u32,
+    /// Thread id (host pid namespace).
+    pub tid: u32,
+    /// Thread name (`comm`) at sample time.
+    pub thread: String,
+    /// User stack, leaf first, return addresses as the CPU saw them (virtual addresses).
+    pub user: Vec<u64>,
+    /// Kernel stack, leaf first.
+    pub kernel: Vec<u64>,
+    /// For on-CPU: the number of samples. For off-CPU: the number of waits.
+    pub count: u64,
+    /// For off-CPU: total time switched out, ns. 0 for on-CPU.
+    pub total_ns: u64,
+}
+
+/// What `collect` drained from the kernel: addresses, counts and statistics, no names.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RawProfile {
+    /// Run description.
+    pub meta: Meta,
+    /// Processes of the target seen during the run.
+    pub processes: Vec<Process>,
+    /// On-CPU samples aggregated per (pid, tid, user stack, kernel stack).
+    pub on_cpu: Vec<RawStack>,
+    /// Off-CPU waits aggregated per (pid, tid, user stack, kernel stack).
+    pub off_cpu: Vec<RawStack>,
+    /// Syscalls of the target.
+    pub syscalls: Vec<SyscallStat>,
+    /// Loss counters.
+    pub lost: LostCounters,
+}
+
+/// Where a frame's code lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FrameKind {
+    /// User-space code.
+    User,
+    /// Kernel code (symbolized from kallsyms).
+    Kernel,
+}
+
+/// One symbolized frame. Inlined functions are frames of their own, as perf shows them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Frame {
+    /// Demangled function name with its full Rust path (`tokio::runtime::task::harness::poll`),
+    /// or `[unknown]` when nothing resolved.
+    pub function: String,
+    /// File name of the binary or library (`target-app`, `libc.so.6`, `[kernel]`).
+    pub module: String,
+    /// User or kernel.
+    pub kind: FrameKind,
+    /// True when this frame was inlined into its caller (no address of its own).
+    pub inlined: bool,
+    /// Source file, when line tables had it.
+    pub file: Option<String>,
+    /// Source line, when line tables had it.
+    pub line: Option<u32>,
+}
+
+/// An interned stack: indices into [`Profile::frames`], root (thread start) first, leaf last,
+/// kernel frames after user frames (the order of folded stacks).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Stack {
+    /// Frame indices, root first.
+    pub frames: Vec<u32>,
+    /// True when the user part did not reach the thread's start (`_start`, `clone3`,
+    /// `start_thread`): the walk stopped early (missing frame pointers, depth limit).
+    pub truncated: bool,
+}
+
+/// Samples or waits of one thread on one stack.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StackCount {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Thread name.
+    pub thread: String,
+    /// Index into [`Profile::stacks`].
+    pub stack: u32,
+    /// On-CPU: samples. Off-CPU: waits.
+    pub count: u64,
+    /// Off-CPU: total time switched out, ns. 0 for on-CPU.
+    pub total_ns: u64,
+}
+
+/// The canonical profile (`profile.json`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    /// Always [`SCHEMA_VERSION`] when written by this agent.
+    pub schema_version: u32,
+    /// Run description.
+    pub meta: Meta,
+    /// Processes of the target.
+    pub processes: Vec<Process>,
+    /// Interned frames.
+    pub frames: Vec<Frame>,
+    /// Interned stacks.
+    pub stacks: Vec<Stack>,
+    /// On-CPU samples.
+    pub on_cpu: Vec<StackCount>,
+    /// Off-CPU waits.
+    pub off_cpu: Vec<StackCount>,
+    /// Syscalls of the target.
+    pub syscalls: Vec<SyscallStat>,
+    /// Loss counters.
+    pub lost: LostCounters,
+}

@@ -1,0 +1,1 @@
+//! The CRM benchmark harness.

@@ -1,0 +1,2 @@
+//! target-app binary.
+fn main() {}
