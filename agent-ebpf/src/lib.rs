@@ -1,2 +1,16 @@
 //! The kernel side of the profiler: embedded BPF objects and the `#[repr(C)]` mirror of
-//! `include/profiler.h`.
+//! `include/profiler.h` ([`abi`]).
+//!
+//! The objects are built by `build.rs` from `src/*.bpf.c` with clang-19 (BTF-defined maps,
+//! CO-RE, `const volatile` knobs) and are loaded by the agent with aya 0.14.
+
+pub mod abi;
+
+/// `sample.bpf.o`: `on_cpu_sample` (perf_event), on-CPU stack counts.
+pub static SAMPLE_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/sample.bpf.o"));
+
+/// `offcpu.bpf.o`: `on_sched_switch` (`tp_btf/sched_switch`), off-CPU time per stack.
+pub static OFFCPU_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/offcpu.bpf.o"));
+
+/// `syscalls.bpf.o`: `on_sys_enter` / `on_sys_exit` (raw tracepoints), per-syscall statistics.
+pub static SYSCALLS_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/syscalls.bpf.o"));

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: GPL-2.0 OR Apache-2.0 */
+/*
+ * THE definition of every struct, key, value and limit shared between the BPF programs
+ * (the src/ *.bpf.c files) and the agent. `src/abi.rs` mirrors this file with #[repr(C)] types and
+ * compile-time size/offset asserts; change both together.
+ *
+ * Only fixed-width types; every struct is padded explicitly so that the C and Rust
+ * layouts cannot drift.
+ */
+#ifndef PROFILER_H
+#define PROFILER_H
+
+/* Length of a task's comm, as the kernel's TASK_COMM_LEN. */
+#define COMM_LEN 16
+
+/* Frames kept per stack (the kernel's sysctl kernel.perf_event_max_stack default). */
+#define MAX_STACK_DEPTH 127
+
+/* Entries of each stack-trace map (distinct stacks). */
+#define MAX_STACK_TRACES 16384
+
+/* Entries of the aggregation hashes (stack_counts, offcpu_stats). */
+#define MAX_STACK_COUNTS 65536
+
+/* Processes (tgids) a pid-set filter can hold. */
+#define MAX_TARGET_PIDS 8192
+
+/* Threads that can be switched out at the same time in off-CPU tracking. */
+#define MAX_OFFCPU_THREADS 32768
+
+/* Syscall numbers tracked (x86_64 numbers are below 512). */
+#define MAX_SYSCALLS 512
+
+/* Buckets of the log2 latency histogram: bucket i counts latencies in [2^i, 2^(i+1)) ns. */
+#define LATENCY_BUCKETS 32
+
+/* How the programs decide that the current task belongs to the target. */
+enum filter_mode {
+	/* The current task's cgroup v2 ancestor at `target_cgroup_level` has id
+	 * `target_cgroup_id` (the cgroup itself or any descendant). */
+	FILTER_CGROUP = 1,
+	/* The current task's tgid is a key of the `target_pids` hash. */
+	FILTER_PIDS = 2,
+};
+
+/* Indices of the per-CPU `lost` array: what a program could not record. */
+enum lost_index {
+	/* A sample or wait could not be stored: the aggregation hash was full. */
+	LOST_SAMPLES_DROPPED = 0,
+	/* bpf_get_stackid returned -EEXIST: another stack occupies the hash bucket. */
+	LOST_STACK_COLLISIONS = 1,
+	/* bpf_get_stackid failed for another reason (-EFAULT on a user stack, ...). */
+	LOST_STACK_WALK_FAILURES = 2,
+	/* Off-CPU: a switch-out could not be remembered (offcpu_starts full). */
+	LOST_OFFCPU_DROPPED = 3,
+	/* Syscalls: the task storage for the entry timestamp could not be created. */
+	LOST_SYSCALL_NO_STORAGE = 4,
+	/* Syscalls: the syscall number was >= MAX_SYSCALLS. */
+	LOST_SYSCALL_NR_RANGE = 5,
+	LOST_COUNTERS = 6,
+};
+
+/* Key of `stack_counts` (on-CPU) and `offcpu_stats` (off-CPU): one thread on one stack.
+ * Stack ids index `stack_traces`; a negative id is the error bpf_get_stackid returned
+ * (no stack of that kind). */
+struct stack_key {
+	__u32 tgid;            /* process id (host pid namespace) */
+	__u32 pid;             /* thread id (host pid namespace) */
+	__s32 user_stack_id;   /* id in stack_traces, or -errno */
+	__s32 kernel_stack_id; /* id in stack_traces, or -errno */
+	char comm[COMM_LEN];   /* thread name at sample time */
+};
+_Static_assert(sizeof(struct stack_key) == 32, "stack_key is 32 bytes");
+
+/* Value of `offcpu_stats`. */
+struct offcpu_value {
+	__u64 count;    /* waits */
+	__u64 total_ns; /* sum of the waits, ns */
+};
+_Static_assert(sizeof(struct offcpu_value) == 16, "offcpu_value is 16 bytes");
+
+/* Value of `offcpu_starts` (keyed by thread id): what was seen at switch-out. */
+struct offcpu_start {
+	__u64 start_ns;        /* bpf_ktime_get_ns() at switch-out */
+	struct stack_key key;  /* thread and stacks at switch-out */
+};
+_Static_assert(sizeof(struct offcpu_start) == 40, "offcpu_start is 40 bytes");
+
+/* Value of the per-CPU `syscall_stats` array, indexed by x86_64 syscall number. */
+struct syscall_stat {
+	__u64 count;     /* completed calls */
+	__u64 errors;    /* calls that returned a negative value (-EAGAIN included) */
+	__u64 eagain;    /* calls that returned -EAGAIN */
+	__u64 total_ns;  /* sum of entry-to-exit latencies, ns */
+	__u64 latency_log2_ns[LATENCY_BUCKETS];
+};
+_Static_assert(sizeof(struct syscall_stat) == 32 + 8 * LATENCY_BUCKETS, "syscall_stat size");
+
+/* Task-local storage of the syscall programs: the open syscall of the thread. */
+struct syscall_entry {
+	__u64 start_ns; /* bpf_ktime_get_ns() at sys_enter; 0 when no syscall is open */
+	__u32 nr;       /* syscall number at sys_enter */
+	__u32 _pad;
+};
+_Static_assert(sizeof(struct syscall_entry) == 16, "syscall_entry is 16 bytes");
+
+#endif /* PROFILER_H */

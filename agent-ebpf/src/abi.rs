@@ -1,0 +1,191 @@
+//! `#[repr(C)]` mirror of `include/profiler.h`, plus every map, program and global name of
+//! the BPF objects, so that no name is spelled twice on the Rust side.
+//!
+//! The layouts are checked at compile time against the sizes and offsets that
+//! `profiler.h` asserts with `_Static_assert`.
+
+use core::mem::{offset_of, size_of};
+
+/// Length of a task's `comm` (the kernel's `TASK_COMM_LEN`), bytes.
+pub const COMM_LEN: usize = 16;
+/// Frames kept per stack (`MAX_STACK_DEPTH`).
+pub const MAX_STACK_DEPTH: u32 = 127;
+/// Entries of each `stack_traces` map (`MAX_STACK_TRACES`).
+pub const MAX_STACK_TRACES: u32 = 16384;
+/// Entries of `stack_counts` and `offcpu_stats` (`MAX_STACK_COUNTS`).
+pub const MAX_STACK_COUNTS: u32 = 65536;
+/// Processes the `target_pids` hash can hold (`MAX_TARGET_PIDS`).
+pub const MAX_TARGET_PIDS: u32 = 8192;
+/// Threads that can be switched out at once in off-CPU tracking (`MAX_OFFCPU_THREADS`).
+pub const MAX_OFFCPU_THREADS: u32 = 32768;
+/// Syscall numbers tracked; indices of `syscall_stats` (`MAX_SYSCALLS`).
+pub const MAX_SYSCALLS: u32 = 512;
+/// Buckets of the log2 latency histogram (`LATENCY_BUCKETS`): bucket `i` counts
+/// latencies in `[2^i, 2^(i+1))` ns.
+pub const LATENCY_BUCKETS: usize = 32;
+
+/// `enum filter_mode`: how the programs decide that the current task is the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum FilterMode {
+    /// `FILTER_CGROUP`: the task's cgroup v2 ancestor at `target_cgroup_level` has id
+    /// `target_cgroup_id` (that cgroup or any descendant).
+    Cgroup = 1,
+    /// `FILTER_PIDS`: the task's tgid is a key of `target_pids`.
+    Pids = 2,
+}
+
+/// `enum lost_index`: indices of the per-CPU `lost` array of every object.
+pub mod lost_index {
+    /// An aggregation hash was full: a sample or wait was not stored.
+    pub const SAMPLES_DROPPED: u32 = 0;
+    /// `bpf_get_stackid` returned `-EEXIST` (stack map bucket taken by another stack).
+    pub const STACK_COLLISIONS: u32 = 1;
+    /// `bpf_get_stackid` failed otherwise on a user stack (`-EFAULT`, ...).
+    pub const STACK_WALK_FAILURES: u32 = 2;
+    /// Off-CPU: `offcpu_starts` was full at a switch-out.
+    pub const OFFCPU_DROPPED: u32 = 3;
+    /// Syscalls: no task storage could be created for the entry timestamp.
+    pub const SYSCALL_NO_STORAGE: u32 = 4;
+    /// Syscalls: a syscall number was `>= MAX_SYSCALLS`.
+    pub const SYSCALL_NR_RANGE: u32 = 5;
+    /// Number of counters (`LOST_COUNTERS`).
+    pub const COUNT: u32 = 6;
+}
+
+/// `struct stack_key`: one thread on one (user, kernel) stack pair. Key of `stack_counts`
+/// and `offcpu_stats`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(C)]
+pub struct StackKey {
+    /// Process id (host pid namespace).
+    pub tgid: u32,
+    /// Thread id (host pid namespace).
+    pub pid: u32,
+    /// Id in the object's `stack_traces`, or the negative errno `bpf_get_stackid` returned.
+    pub user_stack_id: i32,
+    /// Id in the object's `stack_traces`, or the negative errno (`-EFAULT` when the sample
+    /// interrupted user mode: no kernel stack).
+    pub kernel_stack_id: i32,
+    /// Thread name, NUL-padded.
+    pub comm: [u8; COMM_LEN],
+}
+
+/// `struct offcpu_value`: value of `offcpu_stats`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
+pub struct OffcpuValue {
+    /// Number of waits.
+    pub count: u64,
+    /// Sum of the waits, ns.
+    pub total_ns: u64,
+}
+
+/// `struct offcpu_start`: value of `offcpu_starts` (thread id -> switch-out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
+pub struct OffcpuStart {
+    /// `bpf_ktime_get_ns()` at switch-out, ns.
+    pub start_ns: u64,
+    /// Thread and stacks at switch-out.
+    pub key: StackKey,
+}
+
+/// `struct syscall_stat`: value of the per-CPU `syscall_stats` array (index = x86_64
+/// syscall number).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
+pub struct SyscallStat {
+    /// Completed calls.
+    pub count: u64,
+    /// Calls that returned a negative value (`-EAGAIN` included).
+    pub errors: u64,
+    /// Calls that returned `-EAGAIN`.
+    pub eagain: u64,
+    /// Sum of entry-to-exit latencies, ns.
+    pub total_ns: u64,
+    /// `latency_log2_ns[i]`: calls with latency in `[2^i, 2^(i+1))` ns.
+    pub latency_log2_ns: [u64; LATENCY_BUCKETS],
+}
+
+/// `struct syscall_entry`: task-local storage of the syscall programs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
+pub struct SyscallEntry {
+    /// `bpf_ktime_get_ns()` at sys_enter; 0 when no syscall is open, ns.
+    pub start_ns: u64,
+    /// Syscall number at sys_enter.
+    pub nr: u32,
+    /// Padding.
+    pub _pad: u32,
+}
+
+const _: () = assert!(size_of::<StackKey>() == 32);
+const _: () = assert!(offset_of!(StackKey, tgid) == 0);
+const _: () = assert!(offset_of!(StackKey, pid) == 4);
+const _: () = assert!(offset_of!(StackKey, user_stack_id) == 8);
+const _: () = assert!(offset_of!(StackKey, kernel_stack_id) == 12);
+const _: () = assert!(offset_of!(StackKey, comm) == 16);
+const _: () = assert!(size_of::<OffcpuValue>() == 16);
+const _: () = assert!(offset_of!(OffcpuValue, total_ns) == 8);
+const _: () = assert!(size_of::<OffcpuStart>() == 40);
+const _: () = assert!(offset_of!(OffcpuStart, key) == 8);
+const _: () = assert!(size_of::<SyscallStat>() == 32 + 8 * LATENCY_BUCKETS);
+const _: () = assert!(offset_of!(SyscallStat, total_ns) == 24);
+const _: () = assert!(offset_of!(SyscallStat, latency_log2_ns) == 32);
+const _: () = assert!(size_of::<SyscallEntry>() == 16);
+
+// SAFETY: plain #[repr(C)] integers and byte arrays with no padding (asserted above):
+// every bit pattern is a valid value.
+unsafe impl aya::Pod for StackKey {}
+// SAFETY: as above.
+unsafe impl aya::Pod for OffcpuValue {}
+// SAFETY: as above.
+unsafe impl aya::Pod for OffcpuStart {}
+// SAFETY: as above.
+unsafe impl aya::Pod for SyscallStat {}
+
+/// Names in the BPF objects: maps, programs, knobs (`const volatile` globals) and hooks.
+pub mod names {
+    /// Stack-trace map of `sample` and `offcpu` (each object has its own).
+    pub const MAP_STACK_TRACES: &str = "stack_traces";
+    /// On-CPU sample counts (`sample`): `StackKey` -> `u64` samples.
+    pub const MAP_STACK_COUNTS: &str = "stack_counts";
+    /// Off-CPU totals (`offcpu`): `StackKey` -> `OffcpuValue`.
+    pub const MAP_OFFCPU_STATS: &str = "offcpu_stats";
+    /// Threads switched out right now (`offcpu`): `u32` tid -> `OffcpuStart`.
+    pub const MAP_OFFCPU_STARTS: &str = "offcpu_starts";
+    /// Per-syscall statistics (`syscalls`): per-CPU array of `SyscallStat`.
+    pub const MAP_SYSCALL_STATS: &str = "syscall_stats";
+    /// Task-local entry timestamps (`syscalls`).
+    pub const MAP_SYSCALL_ENTRIES: &str = "syscall_entries";
+    /// Target processes for `FilterMode::Pids` (every object): `u32` tgid -> `u8`.
+    pub const MAP_TARGET_PIDS: &str = "target_pids";
+    /// Loss counters (every object): per-CPU array of `u64`, indices in `lost_index`.
+    pub const MAP_LOST: &str = "lost";
+
+    /// Perf-event program of `sample`.
+    pub const PROG_ON_CPU_SAMPLE: &str = "on_cpu_sample";
+    /// `tp_btf/sched_switch` program of `offcpu`.
+    pub const PROG_ON_SCHED_SWITCH: &str = "on_sched_switch";
+    /// `raw_tracepoint/sys_enter` program of `syscalls`.
+    pub const PROG_ON_SYS_ENTER: &str = "on_sys_enter";
+    /// `raw_tracepoint/sys_exit` program of `syscalls`.
+    pub const PROG_ON_SYS_EXIT: &str = "on_sys_exit";
+
+    /// BTF tracepoint of `on_sched_switch`.
+    pub const TP_SCHED_SWITCH: &str = "sched_switch";
+    /// Raw tracepoint of `on_sys_enter`.
+    pub const RAW_TP_SYS_ENTER: &str = "sys_enter";
+    /// Raw tracepoint of `on_sys_exit`.
+    pub const RAW_TP_SYS_EXIT: &str = "sys_exit";
+
+    /// Knob (`u32`): `FilterMode` (every object; 0 matches nothing).
+    pub const GLOBAL_FILTER_MODE: &str = "filter_mode";
+    /// Knob (`u64`): cgroup v2 id for `FilterMode::Cgroup`.
+    pub const GLOBAL_TARGET_CGROUP_ID: &str = "target_cgroup_id";
+    /// Knob (`u32`): depth of that cgroup below the cgroup2 root (root = 0).
+    pub const GLOBAL_TARGET_CGROUP_LEVEL: &str = "target_cgroup_level";
+    /// Knob (`u64`, `offcpu`): shorter waits are not recorded, ns.
+    pub const GLOBAL_MIN_BLOCK_NS: &str = "min_block_ns";
+}

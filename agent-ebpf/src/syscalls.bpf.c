@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: GPL-2.0 OR Apache-2.0
+/*
+ * Syscall counts, errors, -EAGAIN, total time and a log2 latency histogram per syscall
+ * number, for the target only.
+ *
+ * Designed to be cheap, because raw_syscalls run for every syscall of every task on the
+ * host: the target filter comes first (for a cgroup target: one helper call, no map
+ * lookup); the entry timestamp lives in task-local storage (no hash update per call); the
+ * statistics are a per-CPU array indexed by syscall number (no hash, no atomics).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "profiler.h"
+#include "filter.bpf.h"
+
+#define EAGAIN 11
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* The syscall a thread is in, with its entry time. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct syscall_entry);
+} syscall_entries SEC(".maps");
+
+/* Statistics per syscall number, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_SYSCALLS);
+	__type(key, __u32);
+	__type(value, struct syscall_stat);
+} syscall_stats SEC(".maps");
+
+/* raw_syscalls:sys_enter(struct pt_regs *regs, long id). aya rejects CO-RE on
+ * struct bpf_raw_tracepoint_args, so the arguments are read as ctx[i]. */
+SEC("raw_tracepoint/sys_enter")
+int on_sys_enter(__u64 *ctx)
+{
+	struct syscall_entry *entry;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (!current_is_target(tgid))
+		return 0;
+	entry = bpf_task_storage_get(&syscall_entries, bpf_get_current_task_btf(), 0,
+				     BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!entry) {
+		count_lost(LOST_SYSCALL_NO_STORAGE);
+		return 0;
+	}
+	entry->nr = ctx[1];
+	entry->start_ns = bpf_ktime_get_ns();
+	return 0;
+}
+
+static __always_inline __u32 log2_bucket(__u64 v)
+{
+	__u32 r = 0;
+
+	/* floor(log2(v)) for v >= 1, 0 for v == 0; bounded by LATENCY_BUCKETS - 1. */
+	if (v >> 32) { v >>= 32; r += 32; }
+	if (v >> 16) { v >>= 16; r += 16; }
+	if (v >> 8)  { v >>= 8;  r += 8; }
+	if (v >> 4)  { v >>= 4;  r += 4; }
+	if (v >> 2)  { v >>= 2;  r += 2; }
+	if (v >> 1)  { r += 1; }
+	return r < LATENCY_BUCKETS ? r : LATENCY_BUCKETS - 1;
+}
+
+/* raw_syscalls:sys_exit(struct pt_regs *regs, long ret). */
+SEC("raw_tracepoint/sys_exit")
+int on_sys_exit(__u64 *ctx)
+{
+	struct syscall_entry *entry;
+	struct syscall_stat *stat;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u64 now, delta;
+	__u32 nr;
+	long ret;
+
+	if (!current_is_target(tgid))
+		return 0;
+	entry = bpf_task_storage_get(&syscall_entries, bpf_get_current_task_btf(), 0, 0);
+	if (!entry || entry->start_ns == 0)
+		return 0; /* entered before the programs were attached */
+	now = bpf_ktime_get_ns();
+	delta = now - entry->start_ns;
+	nr = entry->nr;
+	entry->start_ns = 0;
+	if (nr >= MAX_SYSCALLS) {
+		count_lost(LOST_SYSCALL_NR_RANGE);
+		return 0;
+	}
+	stat = bpf_map_lookup_elem(&syscall_stats, &nr);
+	if (!stat)
+		return 0;
+	ret = (long)ctx[1];
+	stat->count += 1;
+	stat->total_ns += delta;
+	if (ret < 0) {
+		stat->errors += 1;
+		if (ret == -EAGAIN)
+			stat->eagain += 1;
+	}
+	stat->latency_log2_ns[log2_bucket(delta)] += 1;
+	return 0;
+}
