@@ -3,4 +3,6 @@
 //! The data flows one way (see DESIGN.md): `collect` (aya, kernel maps) -> `profile`
 //! (the canonical in-memory [`profile::Profile`]) -> `symbolize` -> `attribute` -> `render`.
 
+pub mod commands;
 pub mod profile;
+pub mod render;

@@ -1,5 +1,62 @@
-//! The `profiler` binary: argument parsing and error printing only.
-fn main() {
-    eprintln!("profiler: not built yet");
-    std::process::exit(2);
+//! The `profiler` binary: argument parsing, logging set-up and error printing only.
+//!
+//! Every subcommand lives in [`profiler::commands`]; this file only dispatches. Errors print
+//! their whole chain as `profiler: error: {:#}` on one line and exit with status 2; a broken
+//! pipe on stdout (`profiler report ... | head`) exits 0, as ripgrep does.
+
+use std::process::ExitCode;
+
+use clap::{ArgAction, Parser, Subcommand};
+use profiler::commands;
+
+/// A Linux eBPF profiler for the request pipelines of web services.
+#[derive(Debug, Parser)]
+#[command(name = "profiler", version, propagate_version = true)]
+struct Cli {
+    /// More log output on stderr: -v info, -vv debug, -vvv trace. `RUST_LOG` overrides it.
+    #[arg(short, long, action = ArgAction::Count, global = true)]
+    verbose: u8,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands. Each is `Args -> commands::<name>::run`.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Re-render a recorded profile (flamegraphs, folded stacks, pprof, syscalls, summary).
+    Report(commands::report::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let result = match cli.command {
+        Command::Report(args) => commands::report::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) if commands::is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("profiler: error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Logs go to stderr: `RUST_LOG` when set, else `warn` raised by each `-v`.
+fn init_logging(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(verbose >= 2)
+        .init();
 }

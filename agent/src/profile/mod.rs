@@ -11,6 +11,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod json;
+
 /// Version of the `profile.json` schema. Bump it on any change a reader must know about;
 /// readers refuse versions newer than theirs with one clear line.
 pub const SCHEMA_VERSION: u32 = 1;

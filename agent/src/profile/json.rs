@@ -1,0 +1,173 @@
+//! `profile.json`: the canonical [`Profile`] serialized with serde_json.
+//!
+//! Shape: one JSON object, the fields of [`Profile`] plus a marker `"format": "profiler-profile"`
+//! ([`FORMAT`]) so that a reader can tell a profile from any other JSON file. The reader checks,
+//! in order: the file reads, it is JSON, it is an object carrying the marker, its
+//! `schema_version` is not newer than [`SCHEMA_VERSION`], and only then decodes the fields.
+//! Each failure is one [`JsonError`] variant with a one-line message.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use super::{Profile, SCHEMA_VERSION};
+
+/// Value of the top-level `"format"` field of every `profile.json` this agent writes.
+pub const FORMAT: &str = "profiler-profile";
+
+/// Why a `profile.json` could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum JsonError {
+    /// The file could not be opened, read, created or written.
+    #[error("{}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bytes are not JSON.
+    #[error("{}: not JSON", path.display())]
+    NotJson {
+        /// The file.
+        path: PathBuf,
+        /// Parser error with line and column.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Valid JSON, but not a profile written by this agent (no `"format": "profiler-profile"`).
+    #[error("{}: not a profiler profile.json ({what})", path.display())]
+    WrongKind {
+        /// The file.
+        path: PathBuf,
+        /// What was found instead, e.g. `a JSON array` or `"format" is "pprof"`.
+        what: String,
+    },
+    /// A profile of a schema newer than this agent understands.
+    #[error(
+        "{}: profile schema version {found} is newer than the {supported} this profiler reads; use a newer profiler",
+        path.display()
+    )]
+    FutureVersion {
+        /// The file.
+        path: PathBuf,
+        /// `schema_version` in the file.
+        found: u64,
+        /// [`SCHEMA_VERSION`].
+        supported: u32,
+    },
+    /// The marker and version are right but a field is missing or has the wrong type.
+    #[error("{}: invalid profile.json", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Decoder error naming the field.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Reads and validates a `profile.json`.
+///
+/// # Errors
+/// [`JsonError::Io`] when the file cannot be read; [`JsonError::NotJson`],
+/// [`JsonError::WrongKind`], [`JsonError::FutureVersion`] or [`JsonError::Invalid`] for its
+/// content (see [`from_slice`]).
+pub fn read(path: &Path) -> Result<Profile, JsonError> {
+    let io = |source| JsonError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut bytes = Vec::new();
+    BufReader::new(File::open(path).map_err(io)?)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    from_slice(&bytes, path)
+}
+
+/// Decodes a `profile.json` from memory; `path` is only used in error messages.
+///
+/// # Errors
+/// See [`read`]; never [`JsonError::Io`].
+pub fn from_slice(bytes: &[u8], path: &Path) -> Result<Profile, JsonError> {
+    let path = path.to_path_buf();
+    let value: serde_json::Value = match serde_json::from_slice(bytes) {
+        Ok(v) => v,
+        Err(source) => return Err(JsonError::NotJson { path, source }),
+    };
+    let object = match &value {
+        serde_json::Value::Object(map) => map,
+        other => {
+            let what = match other {
+                serde_json::Value::Array(_) => "a JSON array",
+                serde_json::Value::String(_) => "a JSON string",
+                serde_json::Value::Number(_) => "a JSON number",
+                serde_json::Value::Bool(_) => "a JSON boolean",
+                _ => "JSON null",
+            };
+            return Err(JsonError::WrongKind {
+                path,
+                what: format!("{what}, expected an object"),
+            });
+        }
+    };
+    match object.get("format") {
+        Some(serde_json::Value::String(s)) if s == FORMAT => {}
+        Some(other) => {
+            return Err(JsonError::WrongKind {
+                path,
+                what: format!("\"format\" is {other}, expected \"{FORMAT}\""),
+            })
+        }
+        None => {
+            return Err(JsonError::WrongKind {
+                path,
+                what: format!("no \"format\": \"{FORMAT}\" field"),
+            })
+        }
+    }
+    if let Some(found) = object.get("schema_version").and_then(|v| v.as_u64()) {
+        if found > u64::from(SCHEMA_VERSION) {
+            return Err(JsonError::FutureVersion {
+                path,
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+    }
+    serde_json::from_value(value).map_err(|source| JsonError::Invalid { path, source })
+}
+
+/// Encodes `profile` as `profile.json` text (pretty-printed, keys sorted, `schema_version` set to
+/// [`SCHEMA_VERSION`], plus the `"format"` marker).
+pub fn to_vec(profile: &Profile) -> Vec<u8> {
+    let mut value = match serde_json::to_value(profile) {
+        Ok(serde_json::Value::Object(map)) => map,
+        // Profile is a plain struct of strings, numbers and vectors: serde_json cannot fail
+        // on it and always yields an object.
+        _ => unreachable!("Profile serializes to a JSON object"),
+    };
+    value.insert("schema_version".into(), SCHEMA_VERSION.into());
+    let mut out = serde_json::Map::new();
+    out.insert("format".into(), FORMAT.into());
+    out.extend(value);
+    let mut bytes = serde_json::to_vec_pretty(&serde_json::Value::Object(out))
+        .expect("a serde_json::Value always serializes");
+    bytes.push(b'\n');
+    bytes
+}
+
+/// Writes `profile` to `path` (created or truncated). See [`to_vec`] for the content.
+///
+/// # Errors
+/// [`JsonError::Io`] when the file cannot be created or written.
+pub fn write(profile: &Profile, path: &Path) -> Result<(), JsonError> {
+    let io = |source| JsonError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = BufWriter::new(File::create(path).map_err(io)?);
+    file.write_all(&to_vec(profile)).map_err(io)?;
+    file.flush().map_err(io)
+}
