@@ -1,0 +1,177 @@
+//! CPU and memory of a set of processes, sampled from `/proc` while a test runs.
+//!
+//! CPU time is `utime + stime` of `/proc/PID/stat` (fields 14 and 15, in clock ticks of
+//! `sysconf(_SC_CLK_TCK)`, see proc(5)); it covers every thread of the process. Memory is
+//! `VmRSS` of `/proc/PID/status`, bytes. The set of processes is found again at every sample
+//! (a root pid and all its descendants), so PostgreSQL backends that start during a run count.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// CPU and memory of a process tree over one run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Mean CPU use over the run, in CPUs (1.0 = one CPU busy all the time).
+    pub cpu: f64,
+    /// CPU time used during the run, ns.
+    pub cpu_ns: u64,
+    /// Highest summed resident memory seen, bytes.
+    pub peak_rss_bytes: u64,
+    /// Samples taken.
+    pub samples: u32,
+}
+
+/// Clock ticks per second for `/proc/PID/stat` times (`sysconf(_SC_CLK_TCK)`, 100 on Linux x86_64).
+pub fn clock_ticks_per_second() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as u64
+    } else {
+        100
+    }
+}
+
+/// `(ppid, utime + stime in ticks)` of one process, or `None` when it is gone.
+fn stat(pid: u32) -> Option<(u32, u64)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may contain spaces: split after the last ')'.
+    let rest = &s[s.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // rest starts at field 3 (state): ppid is field 4, utime 14, stime 15.
+    let ppid = f.get(1)?.parse().ok()?;
+    let utime: u64 = f.get(11)?.parse().ok()?;
+    let stime: u64 = f.get(12)?.parse().ok()?;
+    Some((ppid, utime + stime))
+}
+
+/// Resident memory of one process, bytes (`VmRSS`), 0 when gone or a kernel thread.
+pub fn rss_bytes(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+/// `root` and all its descendants that exist now, with their CPU ticks.
+pub fn tree(root: u32) -> HashMap<u32, u64> {
+    let mut all: Vec<(u32, u32, u64)> = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            if let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) {
+                if let Some((ppid, ticks)) = stat(pid) {
+                    all.push((pid, ppid, ticks));
+                }
+            }
+        }
+    }
+    let mut members: HashSet<u32> = HashSet::from([root]);
+    loop {
+        let before = members.len();
+        for &(pid, ppid, _) in &all {
+            if members.contains(&ppid) {
+                members.insert(pid);
+            }
+        }
+        if members.len() == before {
+            break;
+        }
+    }
+    all.into_iter().filter(|(pid, _, _)| members.contains(pid)).map(|(pid, _, t)| (pid, t)).collect()
+}
+
+/// Samples a process tree in a background thread until [`Sampler::finish`].
+pub struct Sampler {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<Usage>>,
+}
+
+impl Sampler {
+    /// Starts sampling the tree under `root` every `interval`.
+    pub fn start(root: u32, interval: Duration) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let hz = clock_ticks_per_second();
+            let start = Instant::now();
+            // Ticks per pid at the start and the latest seen: processes that exit keep their last value.
+            let first = tree(root);
+            let mut last = first.clone();
+            let mut usage = Usage::default();
+            loop {
+                let now = tree(root);
+                let rss: u64 = now.keys().map(|&p| rss_bytes(p)).sum();
+                usage.peak_rss_bytes = usage.peak_rss_bytes.max(rss);
+                usage.samples += 1;
+                last.extend(now);
+                if flag.load(Ordering::Relaxed) {
+                    break;
+                }
+                std::thread::sleep(interval);
+            }
+            let elapsed = start.elapsed();
+            let ticks: u64 = last.iter().map(|(pid, t)| t.saturating_sub(first.get(pid).copied().unwrap_or(0))).sum();
+            usage.cpu_ns = ticks * 1_000_000_000 / hz;
+            usage.cpu = usage.cpu_ns as f64 / elapsed.as_nanos().max(1) as f64;
+            usage
+        });
+        Sampler { stop, handle: Some(handle) }
+    }
+
+    /// Stops sampling and returns the usage over the whole sampling period.
+    pub fn finish(mut self) -> Usage {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.take().and_then(|h| h.join().ok()).unwrap_or_default()
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_time_matches_the_kernels_own_count() {
+        // A shell loop of builtins (no forks) burns CPU until killed. Whatever CPU it gets on
+        // a busy machine, the sampler's total must equal the kernel's count for the process
+        // (read from /proc/PID/stat just before the sampler's last sample) within 3 ticks.
+        let mut child = std::process::Command::new("sh").arg("-c").arg("while :; do :; done").spawn().unwrap();
+        let pid = child.id();
+        let sampler = Sampler::start(pid, Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(600));
+        let before_finish = stat(pid).unwrap().1;
+        let usage = sampler.finish();
+        let after_finish = stat(pid).unwrap().1;
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let tick_ns = 1_000_000_000 / clock_ticks_per_second();
+        let lo = before_finish.saturating_sub(3) * tick_ns;
+        let hi = after_finish * tick_ns;
+        assert!(usage.cpu_ns >= lo && usage.cpu_ns <= hi, "sampler {} ns, kernel {}..{} ns", usage.cpu_ns, lo, hi);
+        assert!(usage.cpu > 0.0 && usage.cpu <= 1.05, "cpu {}", usage.cpu);
+        assert!(usage.peak_rss_bytes > 0);
+        assert!(usage.samples >= 5, "samples {}", usage.samples);
+    }
+
+    #[test]
+    fn stat_of_self_parses() {
+        let (ppid, _ticks) = stat(std::process::id()).unwrap();
+        assert!(ppid > 0);
+        assert!(rss_bytes(std::process::id()) > 0);
+    }
+}
