@@ -1,1 +1,14 @@
-//! The CRM benchmark harness.
+//! The CRM benchmark harness (`bench/SPEC.md`).
+//!
+//! - [`pg`]: a throwaway PostgreSQL server (tmpfs, no durability, loopback only).
+//! - [`seed`]: the schema and the deterministic seed data; [`seed::DEFAULT_JWT_SECRET`].
+//! - [`token`]: HS256 access tokens and every invalid variant the contract lists.
+
+pub mod docker;
+pub mod load;
+pub mod procstat;
+pub mod pg;
+pub mod seed;
+pub mod token;
+
+pub use seed::DEFAULT_JWT_SECRET;
