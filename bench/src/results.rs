@@ -1,0 +1,254 @@
+//! `results.json`: everything one `profiler bench` run measured, in one serializable type.
+//!
+//! Units are in the field names (`_ms`, `_us`, `_ns`, `_bytes`, `req_per_s`); CPU is in CPUs
+//! (1.0 = one CPU busy for the whole run).
+
+use serde::{Deserialize, Serialize};
+
+use crate::load::{Latency, Test, WrkResult};
+use crate::procstat::Usage;
+
+/// Version of the `results.json` schema.
+pub const RESULTS_SCHEMA_VERSION: u32 = 1;
+
+/// One measured (or profiled) wrk run with the CPU and memory seen while it ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// What wrk measured.
+    pub wrk: WrkResult,
+    /// The app's process tree (container or process) during the run.
+    pub app: Usage,
+    /// PostgreSQL's process tree during the run (`None` with an external `--database-url`).
+    pub postgres: Option<Usage>,
+}
+
+/// The profiled run of a test: the same load with the agent attached.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfiledRun {
+    /// The run itself.
+    pub run: RunResult,
+    /// `profiled req/s / median measured req/s`: the agent's overhead on this test, as a ratio
+    /// (1.0 = no visible cost). Measured runs and the profiled run are not interleaved, so
+    /// machine drift enters this figure; `profiler bench --overhead` alternates runs instead.
+    pub throughput_ratio: f64,
+    /// Folder with the attach outputs (profile.json, flamegraph.svg, ...), relative to the
+    /// bench output folder.
+    pub dir: String,
+    /// On-CPU samples of the target in that run.
+    pub samples: u64,
+    /// The attach summary as printed.
+    pub summary: String,
+}
+
+/// All runs of one test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestResult {
+    /// The test.
+    pub test: Test,
+    /// Method and path.
+    pub request: String,
+    /// Measured runs, in order.
+    pub runs: Vec<RunResult>,
+    /// Index into `runs` of the median run (by req/s).
+    pub median_index: usize,
+    /// req/s of the median run.
+    pub req_per_s: f64,
+    /// Latency of the median run.
+    pub latency: Latency,
+    /// Failed requests over all measured runs: socket errors plus non-2xx/3xx.
+    pub failed_requests: u64,
+    /// Highest resident memory of the app during any measured run, bytes.
+    pub app_peak_rss_bytes: u64,
+    /// The profiled run, when the agent ran.
+    pub profiled: Option<ProfiledRun>,
+    /// Why the profiled run failed, when it did (the measured runs still count).
+    pub profile_error: Option<String>,
+}
+
+impl TestResult {
+    /// Builds a result from measured runs (at least one), picking the median by req/s.
+    pub fn from_runs(test: Test, runs: Vec<RunResult>) -> TestResult {
+        let mut order: Vec<usize> = (0..runs.len()).collect();
+        order.sort_by(|&a, &b| runs[a].wrk.req_per_s.total_cmp(&runs[b].wrk.req_per_s));
+        let median_index = order.get(order.len() / 2).copied().unwrap_or(0);
+        let median = &runs[median_index];
+        TestResult {
+            test,
+            request: test.request().to_string(),
+            req_per_s: median.wrk.req_per_s,
+            latency: median.wrk.latency,
+            failed_requests: runs.iter().map(|r| r.wrk.failed()).sum(),
+            app_peak_rss_bytes: runs.iter().map(|r| r.app.peak_rss_bytes).max().unwrap_or(0),
+            median_index,
+            runs,
+            profiled: None,
+            profile_error: None,
+        }
+    }
+
+    /// The median run.
+    pub fn median(&self) -> &RunResult {
+        &self.runs[self.median_index]
+    }
+}
+
+/// Conformance gate outcome.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConformanceResult {
+    /// Checks that passed.
+    pub passed: u32,
+    /// Checks that failed.
+    pub failed: u32,
+    /// Names and details of the failing checks.
+    pub failures: Vec<String>,
+}
+
+/// The drift check: the first test measured again at the end.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Drift {
+    /// The test re-measured.
+    pub test: Test,
+    /// req/s of the first measurement (median).
+    pub first_req_per_s: f64,
+    /// req/s of the repeat.
+    pub repeat_req_per_s: f64,
+    /// `(repeat - first) / first`, percent.
+    pub change_pct: f64,
+}
+
+/// Versions of everything that ran.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Versions {
+    /// The profiler (this workspace).
+    pub profiler: String,
+    /// `uname -r`.
+    pub kernel: String,
+    /// PostgreSQL `server_version`.
+    pub postgres: String,
+    /// Docker engine version, when Docker ran the app.
+    pub docker: Option<String>,
+    /// First line of `wrk -v`.
+    pub wrk: String,
+}
+
+/// Every setting of the run (the resolved command line).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    /// Tests in order.
+    pub tests: Vec<Test>,
+    /// Measured runs per test.
+    pub runs: u32,
+    /// Length of each measured run, s.
+    pub duration_s: u64,
+    /// Warm-up per test, s.
+    pub warmup_s: u64,
+    /// wrk connections.
+    pub connections: u32,
+    /// wrk threads.
+    pub threads: u32,
+    /// The app's CPU set.
+    pub app_cpus: String,
+    /// wrk's CPU set.
+    pub load_cpus: String,
+    /// PostgreSQL's CPU set (`None`: not pinned).
+    pub pg_cpus: Option<String>,
+    /// `CRM_COSTS` given to the app.
+    pub costs: String,
+    /// Database pool size of the app.
+    pub pool_size: u32,
+    /// Container (or process) name.
+    pub name: String,
+    /// True when the app ran in Docker.
+    pub docker: bool,
+    /// True with an external `--database-url`.
+    pub external_database: bool,
+    /// Agent sampling frequency in the profiled runs, Hz (0: no profiled run).
+    pub frequency_hz: u64,
+    /// Smoke mode.
+    pub smoke: bool,
+}
+
+/// The whole `results.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BenchResults {
+    /// Always [`RESULTS_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Start, RFC 3339 UTC.
+    pub started_at: String,
+    /// End, RFC 3339 UTC.
+    pub finished_at: String,
+    /// Settings.
+    pub settings: Settings,
+    /// Versions.
+    pub versions: Versions,
+    /// Online CPUs of the machine.
+    pub cpus: u32,
+    /// CPU model name from /proc/cpuinfo.
+    pub cpu_model: String,
+    /// From starting the app (container start) to the first 200 from `GET /json`, ms.
+    pub time_to_ready_ms: f64,
+    /// Resident memory of the app once it answered, before any load, bytes.
+    pub idle_rss_bytes: u64,
+    /// The conformance gate.
+    pub conformance: ConformanceResult,
+    /// Per test, in order.
+    pub tests: Vec<TestResult>,
+    /// The drift check, with `--drift`.
+    pub drift: Option<Drift>,
+}
+
+impl BenchResults {
+    /// Failed requests over every measured run of every test.
+    pub fn failed_requests(&self) -> u64 {
+        self.tests.iter().map(|t| t.failed_requests).sum()
+    }
+
+    /// The summary table printed at the end of a run (plain text, one row per test).
+    pub fn summary_table(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{:<13} {:>10} {:>8} {:>8} {:>8} {:>7} {:>7} {:>9} {:>12}",
+            "test", "req/s", "p50 ms", "p99 ms", "failed", "app CPU", "PG CPU", "peak MB", "profiled"
+        );
+        for t in &self.tests {
+            let m = t.median();
+            let pg = m.postgres.map(|u| format!("{:.2}", u.cpu)).unwrap_or_else(|| "-".into());
+            let prof = match (&t.profiled, &t.profile_error) {
+                (Some(p), _) => format!("{:.0} ({:.3})", p.run.wrk.req_per_s, p.throughput_ratio),
+                (None, Some(_)) => "failed".into(),
+                (None, None) => "-".into(),
+            };
+            let _ = writeln!(
+                s,
+                "{:<13} {:>10.0} {:>8.2} {:>8.2} {:>8} {:>7.2} {:>7} {:>9.1} {:>12}",
+                t.test.name(),
+                t.req_per_s,
+                t.latency.p50_us as f64 / 1000.0,
+                t.latency.p99_us as f64 / 1000.0,
+                t.failed_requests,
+                m.app.cpu,
+                pg,
+                t.app_peak_rss_bytes as f64 / 1e6,
+                prof
+            );
+        }
+        let _ = writeln!(
+            s,
+            "time to ready {:.1} ms, idle memory {:.1} MB, conformance {} passed / {} failed",
+            self.time_to_ready_ms,
+            self.idle_rss_bytes as f64 / 1e6,
+            self.conformance.passed,
+            self.conformance.failed
+        );
+        if let Some(d) = &self.drift {
+            let _ = writeln!(
+                s,
+                "drift: {} re-measured at {:.0} req/s vs {:.0} first ({:+.1}%)",
+                d.test, d.repeat_req_per_s, d.first_req_per_s, d.change_pct
+            );
+        }
+        s
+    }
+}
