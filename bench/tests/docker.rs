@@ -1,0 +1,32 @@
+//! The offline image build and a host-network container, against the real Docker engine
+//! (started by scripts/setup; CI runs this as root).
+
+use std::path::Path;
+use std::time::Duration;
+
+use bench::docker::{self, RunSpec};
+
+#[tokio::test]
+async fn an_imported_rootfs_runs_as_a_container_on_the_host_network() {
+    let d = docker::connect().await.expect("the Docker engine must run (scripts/setup starts it)");
+    // /bin/sleep is dynamically linked: the image holds it, libc and the loader, nothing else.
+    let image = docker::build_image(&d, Path::new("/bin/sleep"), "/bin/sleep", "profiler-test-sleep", "t1").await.unwrap();
+    assert_eq!(image, "profiler-test-sleep:t1");
+    let name = format!("profiler-test-{}", std::process::id());
+    let spec = RunSpec { name: name.clone(), image, cmd: vec!["/bin/sleep".into(), "30".into()], env: vec![], cpuset_cpus: Some("0".into()), memory_bytes: None };
+    let running = docker::run_container(&d, &spec).await.unwrap();
+    assert!(running.pid > 1, "State.Pid {}", running.pid);
+    // The process really is `sleep` in another mount namespace: its exe resolves inside the
+    // container's root, and it shares the host's network namespace (--network host).
+    let comm = std::fs::read_to_string(format!("/proc/{}/comm", running.pid)).unwrap();
+    assert_eq!(comm.trim(), "sleep");
+    let netns_container = std::fs::read_link(format!("/proc/{}/ns/net", running.pid)).unwrap();
+    let netns_host = std::fs::read_link("/proc/self/ns/net").unwrap();
+    assert_eq!(netns_container, netns_host, "the container must share the host network namespace");
+    assert!(docker::running_names(&d).await.unwrap().contains(&name));
+    docker::remove_container(&d, &name).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!docker::running_names(&d).await.unwrap().contains(&name));
+    // Removing an absent container is not an error.
+    docker::remove_container(&d, &name).await.unwrap();
+}
