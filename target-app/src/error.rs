@@ -45,9 +45,9 @@ pub enum AppError {
     /// 400 `validation_failed`, with `fields`.
     #[error("validation failed")]
     Validation(FieldErrors),
-    /// 400 `invalid_json`: a body that is not well-formed JSON or not a JSON object.
+    /// 400 `malformed_json`: a body that is not syntactically valid JSON.
     #[error("{0}")]
-    InvalidJson(&'static str),
+    MalformedJson(&'static str),
     /// 401 `unauthorized`.
     #[error(transparent)]
     Unauthorized(#[from] AuthError),
@@ -66,10 +66,10 @@ pub enum AppError {
     /// 503 `maintenance`.
     #[error("the service is in maintenance mode")]
     Maintenance,
-    /// 500 `internal`: a database error.
+    /// 500 `internal_error`: a database error.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
-    /// 500 `internal`: anything else that should not happen.
+    /// 500 `internal_error`: anything else that should not happen.
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -96,7 +96,7 @@ impl AppError {
     /// The HTTP status of this error.
     pub fn status(&self) -> StatusCode {
         match self {
-            AppError::Validation(_) | AppError::InvalidJson(_) => StatusCode::BAD_REQUEST,
+            AppError::Validation(_) | AppError::MalformedJson(_) => StatusCode::BAD_REQUEST,
             AppError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             AppError::NotFound => StatusCode::NOT_FOUND,
             AppError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -111,14 +111,14 @@ impl AppError {
     pub fn code(&self) -> &'static str {
         match self {
             AppError::Validation(_) => "validation_failed",
-            AppError::InvalidJson(_) => "invalid_json",
+            AppError::MalformedJson(_) => "malformed_json",
             AppError::Unauthorized(_) => "unauthorized",
             AppError::NotFound => "not_found",
             AppError::PayloadTooLarge => "payload_too_large",
             AppError::UnsupportedMediaType => "unsupported_media_type",
             AppError::RateLimited => "rate_limited",
             AppError::Maintenance => "maintenance",
-            AppError::Database(_) | AppError::Internal(_) => "internal",
+            AppError::Database(_) | AppError::Internal(_) => "internal_error",
         }
     }
 
@@ -133,7 +133,7 @@ impl AppError {
 /// Renders the SPEC error body for `status` with `code` and `message`, marked as rendered.
 pub fn error_response(status: StatusCode, code: &str, message: &str, fields: Option<&FieldErrors>) -> Response {
     let body = serde_json::to_vec(&Envelope { error: Body { code, message, fields } })
-        .unwrap_or_else(|_| br#"{"error":{"code":"internal","message":"internal error"}}"#.to_vec());
+        .unwrap_or_else(|_| br#"{"error":{"code":"internal_error","message":"internal server error"}}"#.to_vec());
     let mut response = (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body)
         .into_response();
     response.extensions_mut().insert(RenderedError);

@@ -2,8 +2,8 @@
 //!
 //! Order of checks: `Content-Type` must be `application/json` or `application/<x>+json`
 //! (else 415); the body is read under the 2 MiB limit (else 413); it must be well-formed JSON
-//! (else 400 `invalid_json`, "malformed JSON body") holding an object (else 400
-//! `invalid_json`); then `T`'s own validation gives 400 `validation_failed` with `fields`.
+//! (else 400 `malformed_json`) holding an object (else 400 `validation_failed` on `body`);
+//! then `T`'s own validation gives 400 `validation_failed` with `fields`.
 //!
 //! With the `double-json-parse` cost on, the body is parsed into a `serde_json::Value` first
 //! and the DTO deserialized from that; off, the DTO is deserialized straight from the bytes.
@@ -44,7 +44,8 @@ pub fn is_json_content_type(content_type: &str) -> bool {
 /// Parses the body into `T`, through a `serde_json::Value` when `double`.
 ///
 /// # Errors
-/// [`AppError::InvalidJson`] for malformed JSON or a body that is not an object.
+/// [`AppError::MalformedJson`] for malformed JSON, [`AppError::Validation`] on `body` for
+/// valid JSON that is not an object.
 pub fn parse_body<T: DeserializeOwned>(bytes: &[u8], double: bool) -> Result<T, AppError> {
     let parsed = if double {
         parse_json_value(bytes).and_then(|v| T::deserialize(v))
@@ -52,8 +53,9 @@ pub fn parse_body<T: DeserializeOwned>(bytes: &[u8], double: bool) -> Result<T, 
         serde_json::from_slice::<T>(bytes)
     };
     parsed.map_err(|e| match e.classify() {
-        Category::Data => AppError::InvalidJson("the request body must be a JSON object"),
-        Category::Syntax | Category::Eof | Category::Io => AppError::InvalidJson("malformed JSON body"),
+        // Our DTOs never fail on a field's type: a data error means "not an object".
+        Category::Data => AppError::field("body", "must be a JSON object"),
+        Category::Syntax | Category::Eof | Category::Io => AppError::MalformedJson("malformed JSON body"),
     })
 }
 
@@ -91,7 +93,7 @@ where
             if is_length_limit(&e) {
                 AppError::PayloadTooLarge
             } else {
-                AppError::InvalidJson("the request body could not be read")
+                AppError::MalformedJson("the request body could not be read")
             }
         })?;
         let dto: T = parse_body(&bytes, state.costs.on(Cost::DoubleJsonParse))?;

@@ -47,7 +47,7 @@ pub fn describe(status: StatusCode) -> (&'static str, &'static str) {
         StatusCode::UNSUPPORTED_MEDIA_TYPE => ("unsupported_media_type", "request body must be application/json"),
         StatusCode::TOO_MANY_REQUESTS => ("rate_limited", "too many requests from this client"),
         StatusCode::SERVICE_UNAVAILABLE => ("unavailable", "the service is unavailable"),
-        s if s.is_server_error() => ("internal", "internal server error"),
+        s if s.is_server_error() => ("internal_error", "internal server error"),
         _ => ("bad_request", "the request cannot be served"),
     }
 }

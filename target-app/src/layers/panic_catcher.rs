@@ -24,5 +24,5 @@ fn on_panic(payload: Box<dyn Any + Send + 'static>) -> Response {
         .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("(non-string panic payload)");
     tracing::error!(panic = message, "request handler panicked");
-    error_response(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal server error", None)
+    error_response(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", "internal server error", None)
 }

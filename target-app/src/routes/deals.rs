@@ -282,7 +282,16 @@ impl Validate for CreateDealInput {
             Slot::WrongType => { fail("title", "must be a string"); None }
             Slot::Value(t) => {
                 let n = t.chars().count();
-                if (1..=MAX_TITLE_CHARS).contains(&n) { Some(t) } else { fail("title", "must be 1 to 200 characters long"); None }
+                if !(1..=MAX_TITLE_CHARS).contains(&n) {
+                    fail("title", "must be 1 to 200 characters long");
+                    None
+                } else if t.contains('\0') {
+                    // PostgreSQL `text` cannot hold U+0000.
+                    fail("title", "must not contain U+0000");
+                    None
+                } else {
+                    Some(t)
+                }
             }
         };
         let amount_cents = match self.amount_cents {
@@ -335,9 +344,17 @@ mod tests {
         assert!(e.contains("must be an integer"), "{e}");
         let e = both(r#"{"title":"t","amount_cents":-1,"stage":"won"}"#).unwrap_err();
         assert!(e.contains("between 0 and"), "{e}");
-        assert_eq!(both(r#"[1,2]"#).unwrap_err(), r#"InvalidJson("the request body must be a JSON object")"#);
-        assert_eq!(both(r#"{"title":"#).unwrap_err(), r#"InvalidJson("malformed JSON body")"#);
-        assert_eq!(both(r#"{"title":"a"} x"#).unwrap_err(), r#"InvalidJson("malformed JSON body")"#);
+        assert_eq!(both(r#"[1,2]"#).unwrap_err(), r#"Validation({"body": ["must be a JSON object"]})"#);
+        assert_eq!(both(r#"{"title":"#).unwrap_err(), r#"MalformedJson("malformed JSON body")"#);
+        assert_eq!(both(r#"{"title":"a"} x"#).unwrap_err(), r#"MalformedJson("malformed JSON body")"#);
+        assert_eq!(both("").unwrap_err(), r#"MalformedJson("malformed JSON body")"#);
+        let e = both(r#"{"title":"a\u0000b","amount_cents":1,"stage":"won"}"#).unwrap_err();
+        assert!(e.contains("title") && e.contains("U+0000"), "{e}");
+        let e = both(r#"{"title":"t","amount_cents":100.0,"stage":"won"}"#).unwrap_err();
+        assert!(e.contains("must be an integer"), "{e}");
+        let e = both(r#"{"title":"t","amount_cents":99999999999999999999,"stage":"won"}"#).unwrap_err();
+        assert!(e.contains("between 0 and"), "{e}");
+        assert!(both(r#"{"title":"t","amount_cents":5,"stage":"Won"}"#).is_err());
         // Duplicate keys: the last one wins in both.
         assert_eq!(both(r#"{"title":1,"title":"b","amount_cents":5,"stage":"lead"}"#).unwrap().title, "b");
     }
