@@ -3,10 +3,13 @@
 //! - [`pg`]: a throwaway PostgreSQL server (tmpfs, no durability, loopback only).
 //! - [`seed`]: the schema and the deterministic seed data; [`seed::DEFAULT_JWT_SECRET`].
 //! - [`token`]: HS256 access tokens and every invalid variant the contract lists.
+//! - [`conformance`]: the conformance suite (library; binary `conformance`).
 
+pub mod conformance;
 pub mod docker;
 pub mod load;
 pub mod procstat;
+pub mod results;
 pub mod pg;
 pub mod seed;
 pub mod token;
