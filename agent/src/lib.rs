@@ -4,5 +4,8 @@
 //! (the canonical in-memory [`profile::Profile`]) -> `symbolize` -> `attribute` -> `render`.
 
 pub mod commands;
+pub mod collect;
 pub mod profile;
 pub mod render;
+pub mod symbolize;
+pub mod target;

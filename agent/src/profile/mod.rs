@@ -11,7 +11,9 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod folded;
 pub mod json;
+pub mod pprof;
 
 /// Version of the `profile.json` schema. Bump it on any change a reader must know about;
 /// readers refuse versions newer than theirs with one clear line.

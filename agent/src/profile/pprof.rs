@@ -1,0 +1,295 @@
+//! pprof writer: `profile.pb.gz`, a gzip-compressed `perftools.profiles.Profile` protobuf
+//! (format: google/pprof `proto/profile.proto`; types from the `pprof` crate, prost codec).
+//! `go tool pprof`, Grafana Pyroscope, Speedscope and others read it.
+//!
+//! What is written:
+//! - on-CPU ([`Kind::OnCpu`]): sample types `samples/count` and `cpu/nanoseconds`, where
+//!   cpu = samples × period and period = 1e9 / [`Meta::frequency_hz`] ns (period type
+//!   `cpu/nanoseconds`); default sample type `cpu`;
+//! - off-CPU ([`Kind::OffCpu`]): sample types `waits/count` and `offcpu/nanoseconds`
+//!   ([`StackCount::total_ns`]);
+//! - one `Sample` per [`StackCount`], locations leaf first, with labels `thread` (string),
+//!   `pid`, `tid` (numbers) and `truncated` = `"true"` on truncated stacks;
+//! - one `Location` per physical frame: a non-inlined frame plus the inlined frames nested in
+//!   it become one location with several `Line`s, innermost first as profile.proto asks;
+//!   addresses are not kept in a [`Profile`], so `Location.address` is 0;
+//! - one `Mapping` per module (file name only, no address range), one `Function` per
+//!   distinct (name, file).
+//!
+//! [`Meta::frequency_hz`]: super::Meta::frequency_hz
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use pprof::protos::{self, Message};
+
+use super::{Frame, FrameKind, Profile, StackCount};
+
+/// Which half of the profile to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// [`Profile::on_cpu`].
+    OnCpu,
+    /// [`Profile::off_cpu`].
+    OffCpu,
+}
+
+/// Interns strings into a pprof string table (index 0 is always `""`).
+#[derive(Default)]
+struct Strings {
+    table: Vec<String>,
+    index: HashMap<String, i64>,
+}
+
+impl Strings {
+    fn new() -> Self {
+        let mut s = Self::default();
+        s.get("");
+        s
+    }
+
+    fn get(&mut self, s: &str) -> i64 {
+        if let Some(&i) = self.index.get(s) {
+            return i;
+        }
+        let i = self.table.len() as i64;
+        self.table.push(s.to_string());
+        self.index.insert(s.to_string(), i);
+        i
+    }
+}
+
+/// Builds the pprof protobuf message for one half of `profile`.
+pub fn build(profile: &Profile, kind: Kind) -> protos::Profile {
+    let mut strings = Strings::new();
+    let value_type = |strings: &mut Strings, ty: &str, unit: &str| protos::ValueType {
+        ty: strings.get(ty),
+        unit: strings.get(unit),
+    };
+    let (counts, sample_type, period_type, period): (&[StackCount], _, _, i64) = match kind {
+        Kind::OnCpu => {
+            let period = if profile.meta.frequency_hz > 0 {
+                (1_000_000_000 / profile.meta.frequency_hz) as i64
+            } else {
+                0
+            };
+            (
+                &profile.on_cpu,
+                vec![
+                    value_type(&mut strings, "samples", "count"),
+                    value_type(&mut strings, "cpu", "nanoseconds"),
+                ],
+                value_type(&mut strings, "cpu", "nanoseconds"),
+                period,
+            )
+        }
+        Kind::OffCpu => (
+            &profile.off_cpu,
+            vec![
+                value_type(&mut strings, "waits", "count"),
+                value_type(&mut strings, "offcpu", "nanoseconds"),
+            ],
+            value_type(&mut strings, "offcpu", "nanoseconds"),
+            profile.meta.offcpu_min_block_ns as i64,
+        ),
+    };
+    let default_sample_type = sample_type[1].ty;
+
+    let mut mappings: Vec<protos::Mapping> = Vec::new();
+    let mut mapping_ids: HashMap<&str, u64> = HashMap::new();
+    let mut functions: Vec<protos::Function> = Vec::new();
+    let mut function_ids: HashMap<(&str, Option<&str>), u64> = HashMap::new();
+    let mut locations: Vec<protos::Location> = Vec::new();
+    // A location is identified by its frame indices (outer first).
+    let mut location_ids: HashMap<Vec<u32>, u64> = HashMap::new();
+    let mut stack_locations: HashMap<u32, Vec<u64>> = HashMap::new();
+
+    let label_thread = strings.get("thread");
+    let label_pid = strings.get("pid");
+    let label_tid = strings.get("tid");
+    let label_truncated = strings.get("truncated");
+    let value_true = strings.get("true");
+
+    let mut samples = Vec::with_capacity(counts.len());
+    for count in counts {
+        let Some(stack) = profile.stacks.get(count.stack as usize) else {
+            continue;
+        };
+        if !stack_locations.contains_key(&count.stack) {
+            // Group root-first frames into physical frames: a non-inlined frame starts a group,
+            // the inlined frames after it (its callees, inlined into it) join the group.
+            let mut groups: Vec<Vec<u32>> = Vec::new();
+            for &f in &stack.frames {
+                let Some(frame) = profile.frames.get(f as usize) else {
+                    continue;
+                };
+                match groups.last_mut() {
+                    Some(group) if frame.inlined => group.push(f),
+                    _ => groups.push(vec![f]),
+                }
+            }
+            let mut ids = Vec::with_capacity(groups.len());
+            // Leaf first.
+            for group in groups.into_iter().rev() {
+                if let Some(&id) = location_ids.get(&group) {
+                    ids.push(id);
+                    continue;
+                }
+                let outer: &Frame = &profile.frames[group[0] as usize];
+                let module = module_name(outer);
+                let mapping_id = *mapping_ids.entry(module).or_insert_with(|| {
+                    let id = mappings.len() as u64 + 1;
+                    mappings.push(protos::Mapping {
+                        id,
+                        filename: strings.get(module),
+                        has_functions: true,
+                        has_filenames: true,
+                        has_line_numbers: true,
+                        has_inline_frames: true,
+                        ..Default::default()
+                    });
+                    id
+                });
+                // profile.proto: "line[i] is inlined into line[i+1]": innermost first.
+                let lines = group
+                    .iter()
+                    .rev()
+                    .map(|&f| {
+                        let frame = &profile.frames[f as usize];
+                        let key = (frame.function.as_str(), frame.file.as_deref());
+                        let function_id = *function_ids.entry(key).or_insert_with(|| {
+                            let id = functions.len() as u64 + 1;
+                            let name = strings.get(&frame.function);
+                            functions.push(protos::Function {
+                                id,
+                                name,
+                                system_name: name,
+                                filename: strings.get(frame.file.as_deref().unwrap_or("")),
+                                start_line: 0,
+                            });
+                            id
+                        });
+                        protos::Line {
+                            function_id,
+                            line: i64::from(frame.line.unwrap_or(0)),
+                        }
+                    })
+                    .collect();
+                let id = locations.len() as u64 + 1;
+                locations.push(protos::Location {
+                    id,
+                    mapping_id,
+                    address: 0,
+                    line: lines,
+                    is_folded: false,
+                });
+                location_ids.insert(group, id);
+                ids.push(id);
+            }
+            stack_locations.insert(count.stack, ids);
+        }
+        let location_id = stack_locations[&count.stack].clone();
+        let value = match kind {
+            Kind::OnCpu => vec![
+                count.count as i64,
+                (count.count as i64).saturating_mul(period),
+            ],
+            Kind::OffCpu => vec![count.count as i64, count.total_ns as i64],
+        };
+        let mut label = vec![
+            protos::Label {
+                key: label_thread,
+                str: strings.get(&count.thread),
+                ..Default::default()
+            },
+            protos::Label {
+                key: label_pid,
+                num: i64::from(count.pid),
+                ..Default::default()
+            },
+            protos::Label {
+                key: label_tid,
+                num: i64::from(count.tid),
+                ..Default::default()
+            },
+        ];
+        if stack.truncated {
+            label.push(protos::Label {
+                key: label_truncated,
+                str: value_true,
+                ..Default::default()
+            });
+        }
+        samples.push(protos::Sample {
+            location_id,
+            value,
+            label,
+        });
+    }
+
+    let comment = vec![strings.get(&format!("target: {}", profile.meta.target))];
+    protos::Profile {
+        sample_type,
+        sample: samples,
+        mapping: mappings,
+        location: locations,
+        function: functions,
+        time_nanos: parse_rfc3339_ns(&profile.meta.started_at).unwrap_or(0),
+        duration_nanos: profile.meta.duration_ns as i64,
+        period_type: Some(period_type),
+        period,
+        comment,
+        default_sample_type,
+        string_table: strings.table,
+        drop_frames: 0,
+        keep_frames: 0,
+    }
+}
+
+fn module_name(frame: &Frame) -> &str {
+    match frame.kind {
+        FrameKind::Kernel if frame.module.is_empty() => "[kernel]",
+        _ => frame.module.as_str(),
+    }
+}
+
+/// Parses an RFC 3339 timestamp ([`Meta::started_at`]) into ns since the Unix epoch.
+///
+/// [`Meta::started_at`]: super::Meta::started_at
+fn parse_rfc3339_ns(s: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .ok()?
+        .timestamp_nanos_opt()
+}
+
+/// Encodes `profile` (one half, see [`build`]) as a gzip-compressed protobuf into `out`.
+///
+/// # Errors
+/// Whatever `out` returns.
+pub fn write(profile: &Profile, kind: Kind, out: impl Write) -> std::io::Result<()> {
+    let message = build(profile, kind);
+    let mut gz = GzEncoder::new(out, Compression::default());
+    gz.write_all(&message.encode_to_vec())?;
+    gz.finish()?.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_rfc3339_ns;
+
+    #[test]
+    fn rfc3339() {
+        // `date -u -d 2026-11-30T08:47:49Z +%s` = 1796028469.
+        assert_eq!(
+            parse_rfc3339_ns("2026-11-30T08:47:49Z"),
+            Some(1_796_028_469_000_000_000)
+        );
+        assert_eq!(
+            parse_rfc3339_ns("2026-11-30T09:47:49.5+01:00"),
+            Some(1_796_028_469_500_000_000)
+        );
+        assert_eq!(parse_rfc3339_ns("yesterday"), None);
+    }
+}

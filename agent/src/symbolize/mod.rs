@@ -1,0 +1,453 @@
+//! Symbolization: [`RawProfile`] (addresses) -> [`Profile`] (interned, named frames), with
+//! blazesym.
+//!
+//! - User addresses are symbolized per process with `Source::Process` and `map_files` on, so
+//!   the binaries are read through `/proc/PID/map_files/` and resolve inside containers
+//!   (another mount namespace) too. Each distinct (pid, address) is symbolized once, in one
+//!   batch per process.
+//! - Return addresses point after the call; every frame but the leaf is looked up at
+//!   `address - 1` so that it lands in the call instruction (the right function and line, even
+//!   when the call is the last instruction of a function or of an inlined block). This holds
+//!   for user and kernel stacks alike.
+//! - Names: DWARF names are unqualified (`poll`), so the outer function's name comes from the
+//!   ELF symbol table (demangled full path, `tokio::runtime::task::harness::poll`); DWARF
+//!   gives the inlined functions (frames of their own, [`Frame::inlined`]) and file:line.
+//! - Kernel addresses resolve through `/proc/kallsyms` (`Source::Kernel`), module `[kernel]`.
+//! - An address nothing resolves becomes `[unknown]` with the module (file name) that maps it,
+//!   from `/proc/PID/maps`; a process that has exited gives `[unknown]` frames, no error.
+//! - [`Stack::truncated`]: a user stack whose outermost resolved frame is not a thread start
+//!   ([`is_thread_start`]); such on-CPU samples are added to
+//!   [`LostCounters::truncated_stacks`](crate::profile::LostCounters::truncated_stacks).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use blazesym::symbolize::source::{Kernel, Process, Source};
+use blazesym::symbolize::{Input, Sym, Symbolized, Symbolizer};
+use blazesym::{MaybeDefault, Pid};
+
+use crate::profile::{
+    Frame, FrameKind, Profile, RawProfile, RawStack, Stack, StackCount, SCHEMA_VERSION,
+};
+
+/// `Frame::function` of a frame nothing resolved.
+pub const UNKNOWN: &str = "[unknown]";
+/// `Frame::module` of kernel frames.
+pub const KERNEL_MODULE: &str = "[kernel]";
+
+/// Where the kernel's symbols come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// A `kallsyms` file. Default is `/proc/kallsyms` of the running kernel.
+    pub kallsyms: PathBuf,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            kallsyms: PathBuf::from("/proc/kallsyms"),
+        }
+    }
+}
+
+/// True for the functions a complete user stack starts in: the ELF entry point (`_start`),
+/// glibc's `__libc_start_main`/`__libc_start_call_main`, the thread trampolines
+/// (`start_thread`, `clone`, `clone3`, and their `__` variants), and Rust std's
+/// `...::thread_start` (glibc is built without frame pointers here, so a walk may end one frame
+/// above `start_thread`).
+pub fn is_thread_start(function: &str) -> bool {
+    matches!(
+        function,
+        "_start"
+            | "__libc_start_main"
+            | "__libc_start_call_main"
+            | "start_thread"
+            | "clone"
+            | "clone3"
+            | "__clone"
+            | "__clone3"
+            | "__clone_internal"
+            | "thread_start"
+    ) || function.ends_with("::thread_start")
+}
+
+/// Symbolizes `raw` with default [`Options`]. See the module docs for the rules.
+pub fn symbolize(raw: RawProfile) -> Profile {
+    symbolize_with(raw, &Options::default())
+}
+
+/// One address's frames: frame indices, outer (physical) frame first, then its inlined
+/// callees, innermost last.
+type Frames = Vec<u32>;
+
+/// Symbolizes `raw`: never fails; what cannot be resolved becomes `[unknown]` frames.
+pub fn symbolize_with(raw: RawProfile, options: &Options) -> Profile {
+    let RawProfile {
+        meta,
+        processes,
+        on_cpu,
+        off_cpu,
+        syscalls,
+        mut lost,
+    } = raw;
+    let symbolizer = Symbolizer::builder()
+        .enable_demangling(true)
+        .enable_inlined_fns(true)
+        .enable_code_info(true)
+        .build();
+    let mut interner = Interner::default();
+
+    // Distinct lookup addresses (already adjusted by -1 for return addresses).
+    let mut user: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    let mut kernel: Vec<u64> = Vec::new();
+    for s in on_cpu.iter().chain(off_cpu.iter()) {
+        user.entry(s.pid)
+            .or_default()
+            .extend(lookup_addresses(&s.user));
+        kernel.extend(lookup_addresses(&s.kernel));
+    }
+    kernel.sort_unstable();
+    kernel.dedup();
+
+    let mut user_frames: HashMap<(u32, u64), Frames> = HashMap::new();
+    for (pid, mut addrs) in user {
+        addrs.sort_unstable();
+        addrs.dedup();
+        let frames = symbolize_process(&symbolizer, pid, &addrs, &mut interner);
+        for (addr, f) in addrs.into_iter().zip(frames) {
+            user_frames.insert((pid, addr), f);
+        }
+    }
+    let mut kernel_frames: HashMap<u64, Frames> = HashMap::new();
+    let frames = symbolize_kernel(&symbolizer, &kernel, options, &mut interner);
+    for (addr, f) in kernel.into_iter().zip(frames) {
+        kernel_frames.insert(addr, f);
+    }
+
+    let mut stacks = StackInterner::default();
+    let mut convert = |raws: Vec<RawStack>, on_cpu: bool, lost_truncated: &mut u64| {
+        // (pid, tid, thread, stack) -> (count, total_ns): different addresses can give the
+        // same named stack.
+        let mut merged: BTreeMap<(u32, u32, String, u32), (u64, u64)> = BTreeMap::new();
+        for raw in raws {
+            let mut frames: Vec<u32> = Vec::new();
+            let mut user_outer: Vec<u32> = Vec::new();
+            // Root first: the raw stacks are leaf first.
+            for addr in lookup_addresses(&raw.user).collect::<Vec<_>>().into_iter().rev() {
+                let f = &user_frames[&(raw.pid, addr)];
+                user_outer.push(f[0]);
+                frames.extend_from_slice(f);
+            }
+            for addr in lookup_addresses(&raw.kernel).collect::<Vec<_>>().into_iter().rev() {
+                frames.extend_from_slice(&kernel_frames[&addr]);
+            }
+            let truncated = is_truncated(&user_outer, &interner.frames);
+            if truncated && on_cpu {
+                *lost_truncated = lost_truncated.saturating_add(raw.count);
+            }
+            let stack = stacks.get(Stack { frames, truncated });
+            let slot = merged.entry((raw.pid, raw.tid, raw.thread, stack)).or_default();
+            slot.0 = slot.0.saturating_add(raw.count);
+            slot.1 = slot.1.saturating_add(raw.total_ns);
+        }
+        merged
+            .into_iter()
+            .map(|((pid, tid, thread, stack), (count, total_ns))| StackCount {
+                pid,
+                tid,
+                thread,
+                stack,
+                count,
+                total_ns,
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut truncated = 0;
+    let on_cpu = convert(on_cpu, true, &mut truncated);
+    let off_cpu = convert(off_cpu, false, &mut truncated);
+    lost.truncated_stacks = lost.truncated_stacks.saturating_add(truncated);
+
+    Profile {
+        schema_version: SCHEMA_VERSION,
+        meta,
+        processes,
+        frames: interner.frames,
+        stacks: stacks.stacks,
+        on_cpu,
+        off_cpu,
+        syscalls,
+        lost,
+    }
+}
+
+/// The addresses to look up for a leaf-first stack: the leaf as is, return addresses - 1.
+fn lookup_addresses(stack: &[u64]) -> impl Iterator<Item = u64> + '_ {
+    stack
+        .iter()
+        .enumerate()
+        .map(|(i, &a)| if i == 0 { a } else { a.saturating_sub(1) })
+}
+
+/// Truncation rule (see [`is_thread_start`]): `outer` holds the physical frames of the user
+/// part, root first. Not truncated when there is no user part, or when nothing in it resolved
+/// (a process that exited before symbolization: unknown, not known to be truncated).
+fn is_truncated(outer: &[u32], frames: &[Frame]) -> bool {
+    let Some(&root) = outer.first() else {
+        return false;
+    };
+    if outer
+        .iter()
+        .all(|&f| frames[f as usize].function == UNKNOWN)
+    {
+        return false;
+    }
+    !is_thread_start(&frames[root as usize].function)
+}
+
+#[derive(Default)]
+struct Interner {
+    frames: Vec<Frame>,
+    index: HashMap<Frame, u32>,
+}
+
+impl Interner {
+    fn get(&mut self, frame: Frame) -> u32 {
+        if let Some(&i) = self.index.get(&frame) {
+            return i;
+        }
+        let i = self.frames.len() as u32;
+        self.frames.push(frame.clone());
+        self.index.insert(frame, i);
+        i
+    }
+}
+
+#[derive(Default)]
+struct StackInterner {
+    stacks: Vec<Stack>,
+    index: HashMap<Stack, u32>,
+}
+
+impl StackInterner {
+    fn get(&mut self, stack: Stack) -> u32 {
+        if let Some(&i) = self.index.get(&stack) {
+            return i;
+        }
+        let i = self.stacks.len() as u32;
+        self.stacks.push(stack.clone());
+        self.index.insert(stack, i);
+        i
+    }
+}
+
+/// One line of `/proc/PID/maps` with a file behind it.
+struct Mapping {
+    start: u64,
+    end: u64,
+    /// File name (no directories), e.g. `libc.so.6`; `[vdso]`, `[heap]` for special ones.
+    module: String,
+}
+
+/// Reads the file-backed and special mappings of `pid`; empty when the process is gone.
+fn read_maps(pid: u32) -> Vec<Mapping> {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let range = fields.next()?;
+            let path = fields.nth(4)?;
+            let (start, end) = range.split_once('-')?;
+            Some(Mapping {
+                start: u64::from_str_radix(start, 16).ok()?,
+                end: u64::from_str_radix(end, 16).ok()?,
+                module: file_name(path),
+            })
+        })
+        .collect()
+}
+
+fn file_name(path: &str) -> String {
+    Path::new(path)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.to_string())
+}
+
+fn module_of(maps: &[Mapping], addr: u64) -> String {
+    maps.iter()
+        .find(|m| m.start <= addr && addr < m.end)
+        .map(|m| m.module.clone())
+        .unwrap_or_default()
+}
+
+/// Symbolizes the (sorted, distinct) user addresses of one process.
+fn symbolize_process(
+    symbolizer: &Symbolizer,
+    pid: u32,
+    addrs: &[u64],
+    interner: &mut Interner,
+) -> Vec<Frames> {
+    let maps = read_maps(pid);
+    let unknown = |interner: &mut Interner, addr: u64| {
+        vec![interner.get(Frame {
+            function: UNKNOWN.to_string(),
+            module: module_of(&maps, addr),
+            kind: FrameKind::User,
+            inlined: false,
+            file: None,
+            line: None,
+        })]
+    };
+    let Some(pid_nz) = std::num::NonZeroU32::new(pid) else {
+        return addrs.iter().map(|&a| unknown(interner, a)).collect();
+    };
+    let source = |debug_syms: bool| {
+        let mut process = Process::new(Pid::Pid(pid_nz));
+        process.debug_syms = debug_syms;
+        process.map_files = true;
+        process.perf_map = true;
+        process.vdso = true;
+        Source::Process(process)
+    };
+    // ELF symbol table: qualified outer names. DWARF: inlined frames and lines.
+    let elf = symbolizer.symbolize(&source(false), Input::AbsAddr(addrs));
+    let dwarf = symbolizer.symbolize(&source(true), Input::AbsAddr(addrs));
+    let (elf, dwarf) = match (elf, dwarf) {
+        (Ok(elf), Ok(dwarf)) => (elf, dwarf),
+        (Err(err), _) | (_, Err(err)) => {
+            tracing::warn!(pid, error = %err, "cannot symbolize process (exited?); its frames are [unknown]");
+            return addrs.iter().map(|&a| unknown(interner, a)).collect();
+        }
+    };
+    addrs
+        .iter()
+        .zip(elf.iter().zip(dwarf.iter()))
+        .map(|(&addr, (elf, dwarf))| {
+            let module = module_of(&maps, addr);
+            match (elf.as_sym(), dwarf.as_sym()) {
+                (None, None) => unknown(interner, addr),
+                (elf, dwarf) => user_frames(elf, dwarf, module, interner),
+            }
+        })
+        .collect()
+}
+
+fn code_location(info: Option<&blazesym::symbolize::CodeInfo<'_>>) -> (Option<String>, Option<u32>) {
+    match info {
+        Some(info) => (
+            Some(info.to_path().to_string_lossy().into_owned()),
+            info.line,
+        ),
+        None => (None, None),
+    }
+}
+
+/// Frames of one user address: the outer function (name from the symbol table when it has
+/// one, else from DWARF), then the inlined functions from DWARF, outermost first.
+///
+/// Lines: after blazesym's own shift (its DWARF resolver moves each location up one level),
+/// the symbol's `code_info` is the line executing in the outer function (the call site of the
+/// first inlined function) and each inlined function's `code_info` the line executing in it;
+/// the innermost one's is the instruction's own line.
+fn user_frames(
+    elf: Option<&Sym<'_>>,
+    dwarf: Option<&Sym<'_>>,
+    module: String,
+    interner: &mut Interner,
+) -> Frames {
+    let outer_name = elf
+        .or(dwarf)
+        .map(|s| s.name.to_string())
+        .unwrap_or_else(|| UNKNOWN.to_string());
+    let module = if module.is_empty() {
+        elf.or(dwarf)
+            .and_then(|s| s.module.as_deref())
+            .map(|m| file_name(&m.to_string_lossy()))
+            .unwrap_or_default()
+    } else {
+        module
+    };
+    let Some(dwarf) = dwarf else {
+        return vec![interner.get(Frame {
+            function: outer_name,
+            module,
+            kind: FrameKind::User,
+            inlined: false,
+            file: None,
+            line: None,
+        })];
+    };
+    let mut locations = vec![code_location(dwarf.code_info.as_deref())];
+    locations.extend(
+        dwarf
+            .inlined
+            .iter()
+            .map(|f| code_location(f.code_info.as_ref())),
+    );
+    let mut names = vec![outer_name];
+    names.extend(dwarf.inlined.iter().map(|f| f.name.to_string()));
+    names
+        .into_iter()
+        .zip(locations)
+        .enumerate()
+        .map(|(i, (function, (file, line)))| {
+            interner.get(Frame {
+                function,
+                module: module.clone(),
+                kind: FrameKind::User,
+                inlined: i > 0,
+                file,
+                line,
+            })
+        })
+        .collect()
+}
+
+/// Symbolizes kernel addresses through kallsyms.
+fn symbolize_kernel(
+    symbolizer: &Symbolizer,
+    addrs: &[u64],
+    options: &Options,
+    interner: &mut Interner,
+) -> Vec<Frames> {
+    let unknown = |interner: &mut Interner| {
+        vec![interner.get(Frame {
+            function: UNKNOWN.to_string(),
+            module: KERNEL_MODULE.to_string(),
+            kind: FrameKind::Kernel,
+            inlined: false,
+            file: None,
+            line: None,
+        })]
+    };
+    if addrs.is_empty() {
+        return Vec::new();
+    }
+    let mut kernel = Kernel::default();
+    kernel.kallsyms = MaybeDefault::Some(options.kallsyms.clone());
+    kernel.vmlinux = MaybeDefault::None;
+    kernel.debug_syms = false;
+    let results = match symbolizer.symbolize(&Source::Kernel(kernel), Input::AbsAddr(addrs)) {
+        Ok(r) => r,
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot symbolize kernel addresses; they are [unknown]");
+            return addrs.iter().map(|_| unknown(interner)).collect();
+        }
+    };
+    results
+        .iter()
+        .map(|result| match result {
+            Symbolized::Sym(sym) => vec![interner.get(Frame {
+                function: sym.name.to_string(),
+                module: KERNEL_MODULE.to_string(),
+                kind: FrameKind::Kernel,
+                inlined: false,
+                file: None,
+                line: None,
+            })],
+            Symbolized::Unknown(_) => unknown(interner),
+        })
+        .collect()
+}
