@@ -1,0 +1,647 @@
+//! The benchmark run, end to end (`profiler bench`): a throwaway PostgreSQL, the app in a
+//! container (or a pinned process in a cgroup of its own), the conformance gate, then per test
+//! a warm-up, the measured runs and one profiled run, with CPU and memory sampled throughout.
+//!
+//! The method is the seed's (`../shared/seeds/001_*.txt`, "How a run goes"): fresh data, time
+//! to ready from the container start to the first 200 from `GET /json`, conformance before any
+//! measurement, warm-up, N measured runs with the median reported, failed requests counted
+//! and reported. Everything started here is stopped and removed at the end, on error and on
+//! Ctrl-C too ([`Environment::shutdown`]).
+//!
+//! The profiled run is delegated to a [`ProfileHook`] so that this crate does not depend on
+//! the agent: `profiler bench` passes one that attaches the agent to the app.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::docker::{self, DockerError, RunSpec};
+use crate::load::{self, LoadError, Test, WrkOptions};
+use crate::pg::{PgError, TempPostgres};
+use crate::procstat::{self, Sampler, Usage};
+use crate::results::{BenchResults, ConformanceResult, Drift, ProfiledRun, RunResult, Settings, TestResult, Versions};
+
+/// Path of the app binary inside the image.
+pub const APP_PATH_IN_IMAGE: &str = "/usr/local/bin/target-app";
+
+/// Image repository the app is imported as.
+pub const IMAGE_REPO: &str = "profiler-target-app";
+
+/// Interval of the CPU and memory sampler.
+const SAMPLE_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Everything `profiler bench` can be told. Defaults are in the agent's clap definitions.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// Output folder (created).
+    pub out_dir: PathBuf,
+    /// Tests to run, in order.
+    pub tests: Vec<Test>,
+    /// Measured runs per test.
+    pub runs: u32,
+    /// Length of each measured run.
+    pub duration: Duration,
+    /// Warm-up per test (0: none).
+    pub warmup: Duration,
+    /// wrk connections.
+    pub connections: u32,
+    /// wrk threads.
+    pub threads: u32,
+    /// CPU set of the app (`--cpuset-cpus` / taskset).
+    pub app_cpus: String,
+    /// CPU set of wrk.
+    pub load_cpus: String,
+    /// CPU set of PostgreSQL (throwaway server only), `None` for unpinned.
+    pub pg_cpus: Option<String>,
+    /// `CRM_COSTS` for the app.
+    pub costs: String,
+    /// `DB_POOL_SIZE` for the app.
+    pub pool_size: u32,
+    /// Container name (or the cgroup's name with `docker = false`).
+    pub name: String,
+    /// Run the app in Docker (else as a pinned process in a cgroup of its own).
+    pub docker: bool,
+    /// Use this database instead of a throwaway server (it must hold the seeded schema).
+    pub database_url: Option<String>,
+    /// The target-app binary (release, frame pointers).
+    pub app_binary: PathBuf,
+    /// Import the image again even if one with the binary's tag exists.
+    pub rebuild_image: bool,
+    /// Re-measure the first test at the end.
+    pub drift: bool,
+    /// Shared JWT secret.
+    pub jwt_secret: String,
+    /// Sampling frequency of the profiled runs, Hz (0: no profiled runs).
+    pub frequency_hz: u64,
+    /// Smoke mode (recorded in the results).
+    pub smoke: bool,
+    /// Per-request timeout of wrk.
+    pub request_timeout: Duration,
+}
+
+/// How the app runs, for the profile hook and for `--serve`.
+#[derive(Debug, Clone)]
+pub struct AppTarget {
+    /// Container name, when the app runs in Docker.
+    pub container: Option<String>,
+    /// cgroup v2 directory of the app, when it runs as a process.
+    pub cgroup: Option<PathBuf>,
+    /// Host pid of the app's process.
+    pub pid: u32,
+    /// `http://127.0.0.1:PORT`.
+    pub base_url: String,
+    /// TCP port the app listens on.
+    pub port: u16,
+}
+
+/// A profiling session started before a profiled run and finished after it.
+pub trait ProfileSession: Send {
+    /// Stops collecting and writes the outputs. Returns the number of on-CPU samples and the
+    /// text summary.
+    fn finish(self: Box<Self>) -> Result<(u64, String), String>;
+}
+
+/// Starts profiling sessions (implemented by the agent).
+pub trait ProfileHook: Send + Sync {
+    /// Attaches to `target` and starts collecting; outputs go to `out_dir`. `expected` is how
+    /// long the session will run (for progress display).
+    fn start(&self, target: &AppTarget, test: Test, out_dir: &Path, expected: Duration) -> Result<Box<dyn ProfileSession>, String>;
+}
+
+/// Progress lines for a person watching (the agent shows them with indicatif or on stderr).
+pub trait Progress: Send + Sync {
+    /// A step started (`message`), expected to take about `expected` (zero: unknown).
+    fn step(&self, message: &str, expected: Duration);
+    /// A step finished with a short result.
+    fn done(&self, message: &str);
+}
+
+/// Why a benchmark run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// PostgreSQL could not be started or seeded.
+    #[error("PostgreSQL: {0}")]
+    Postgres(#[from] PgError),
+    /// Docker failed.
+    #[error(transparent)]
+    Docker(#[from] DockerError),
+    /// wrk failed.
+    #[error("wrk: {0}")]
+    Load(#[from] LoadError),
+    /// The app binary is missing.
+    #[error("target-app binary not found at {0}: build it with `cargo build --release -p target-app`")]
+    NoAppBinary(PathBuf),
+    /// The app did not answer `GET /json` with 200 in time.
+    #[error("the app did not answer GET /json with 200 within {timeout_s} s; its last log lines:\n{log}")]
+    NotReady {
+        /// How long we waited, s.
+        timeout_s: u64,
+        /// The app's last log lines.
+        log: String,
+    },
+    /// The conformance gate failed: nothing was measured.
+    #[error("conformance gate: {failed} of {total} checks failed; nothing was measured:\n{list}")]
+    Conformance {
+        /// Failed checks.
+        failed: u32,
+        /// All checks.
+        total: u32,
+        /// The failing checks, one a line.
+        list: String,
+    },
+    /// A file could not be written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The run was interrupted (Ctrl-C); what was measured until then is in results.json.
+    #[error("interrupted; the results measured so far are in {0}")]
+    Interrupted(PathBuf),
+    /// Something else (cgroup set-up, spawning the app).
+    #[error("{0}")]
+    Other(String),
+}
+
+/// What was started for a run; [`Environment::shutdown`] stops all of it.
+pub struct Environment {
+    pg: Option<TempPostgres>,
+    docker: Option<bollard::Docker>,
+    container: Option<String>,
+    process: Option<Child>,
+    cgroup: Option<PathBuf>,
+    /// The app, as the profile hook sees it.
+    pub target: AppTarget,
+    /// Database URL the app uses.
+    pub database_url: String,
+    /// Host pid of the PostgreSQL postmaster (throwaway server only).
+    pub pg_pid: Option<u32>,
+    /// From start to first 200, ms.
+    pub time_to_ready_ms: f64,
+    /// Idle resident memory of the app, bytes.
+    pub idle_rss_bytes: u64,
+    /// Versions seen.
+    pub versions: Versions,
+}
+
+impl Environment {
+    /// Starts PostgreSQL (or uses `--database-url`) and the app, waits until it answers.
+    pub async fn start(opts: &BenchOptions, progress: &dyn Progress) -> Result<Environment, BenchError> {
+        if !opts.app_binary.is_file() {
+            return Err(BenchError::NoAppBinary(opts.app_binary.clone()));
+        }
+        let mut env = Environment {
+            pg: None,
+            docker: None,
+            container: None,
+            process: None,
+            cgroup: None,
+            target: AppTarget { container: None, cgroup: None, pid: 0, base_url: String::new(), port: 0 },
+            database_url: String::new(),
+            pg_pid: None,
+            time_to_ready_ms: 0.0,
+            idle_rss_bytes: 0,
+            versions: Versions { profiler: env!("CARGO_PKG_VERSION").into(), ..Default::default() },
+        };
+        // From here on, a failure must still stop what was started.
+        match env.start_inner(opts, progress).await {
+            Ok(()) => Ok(env),
+            Err(e) => {
+                env.shutdown().await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn start_inner(&mut self, opts: &BenchOptions, progress: &dyn Progress) -> Result<(), BenchError> {
+        self.versions.kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().into();
+        self.versions.wrk = Command::new("wrk")
+            .arg("-v")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).lines().next().unwrap_or("").trim().to_string())
+            .unwrap_or_default();
+
+        // 1. The database.
+        if let Some(url) = &opts.database_url {
+            self.database_url = url.clone();
+        } else {
+            progress.step("starting a throwaway PostgreSQL and seeding it", Duration::from_secs(5));
+            let pg = tokio::task::spawn_blocking(|| -> Result<(TempPostgres, String), PgError> {
+                let pg = TempPostgres::start()?;
+                let url = pg.create_seeded_db("crm")?;
+                Ok((pg, url))
+            })
+            .await
+            .map_err(|e| BenchError::Other(format!("PostgreSQL start-up task: {e}")))??;
+            self.pg_pid = pg.0.pid();
+            self.versions.postgres = pg.0.psql("postgres", "SHOW server_version").unwrap_or_default().trim().to_string();
+            if let (Some(cpus), Some(pid)) = (&opts.pg_cpus, self.pg_pid) {
+                // Backends fork from the postmaster and inherit its affinity.
+                let _ = Command::new("taskset").args(["-a", "-p", "-c", cpus, &pid.to_string()]).stdout(Stdio::null()).status();
+            }
+            self.database_url = pg.1;
+            self.pg = Some(pg.0);
+            progress.done(&format!("PostgreSQL {} on 127.0.0.1:{}", self.versions.postgres, self.pg.as_ref().map_or(0, |p| p.port())));
+        }
+
+        // 2. The app.
+        let port = free_port(8080)?;
+        let base_url = format!("http://127.0.0.1:{port}");
+        let env_vars = vec![
+            format!("DATABASE_URL={}", self.database_url),
+            format!("JWT_SECRET={}", opts.jwt_secret),
+            format!("PORT={port}"),
+            "HOST=127.0.0.1".to_string(),
+            format!("CRM_COSTS={}", opts.costs),
+            format!("DB_POOL_SIZE={}", opts.pool_size),
+            "RUST_LOG=warn".to_string(),
+        ];
+        let started;
+        if opts.docker {
+            let docker = docker::connect().await?;
+            self.versions.docker = docker.version().await.ok().and_then(|v| v.version);
+            let tag = binary_tag(&opts.app_binary)?;
+            let image = format!("{IMAGE_REPO}:{tag}");
+            let exists = docker.inspect_image(&image).await.is_ok();
+            if exists && !opts.rebuild_image {
+                progress.done(&format!("image {image} is up to date"));
+            } else {
+                progress.step(&format!("building image {image} offline (docker import)"), Duration::from_secs(3));
+                docker::build_image(&docker, &opts.app_binary, APP_PATH_IN_IMAGE, IMAGE_REPO, &tag).await?;
+                progress.done(&format!("image {image} built"));
+            }
+            progress.step(&format!("starting container {} (--network host, CPUs {})", opts.name, opts.app_cpus), Duration::ZERO);
+            let spec = RunSpec {
+                name: opts.name.clone(),
+                image,
+                cmd: vec![APP_PATH_IN_IMAGE.to_string()],
+                env: env_vars,
+                cpuset_cpus: Some(opts.app_cpus.clone()),
+                memory_bytes: Some(4 << 30),
+            };
+            started = Instant::now();
+            let running = docker::run_container(&docker, &spec).await?;
+            self.container = Some(opts.name.clone());
+            self.target.container = Some(opts.name.clone());
+            self.target.pid = running.pid;
+            self.docker = Some(docker);
+        } else {
+            progress.step(&format!("starting {} as a process on CPUs {}", opts.app_binary.display(), opts.app_cpus), Duration::ZERO);
+            let cgroup = create_cgroup(&opts.name)?;
+            let mut cmd = Command::new("taskset");
+            cmd.arg("-c").arg(&opts.app_cpus).arg(&opts.app_binary).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+            for kv in &env_vars {
+                let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+                cmd.env(k, v);
+            }
+            started = Instant::now();
+            let child = cmd.spawn().map_err(|e| BenchError::Other(format!("could not start {}: {e}", opts.app_binary.display())))?;
+            // taskset execs the app: the pid stays the same.
+            let pid = child.id();
+            std::fs::write(cgroup.join("cgroup.procs"), pid.to_string())
+                .map_err(|source| BenchError::Io { path: cgroup.join("cgroup.procs"), source })?;
+            self.target.pid = pid;
+            self.target.cgroup = Some(cgroup.clone());
+            self.cgroup = Some(cgroup);
+            self.process = Some(child);
+        }
+        self.target.base_url = base_url.clone();
+        self.target.port = port;
+
+        let ready = wait_ready(port, Duration::from_secs(60)).await;
+        if !ready {
+            let log = self.app_log().await;
+            return Err(BenchError::NotReady { timeout_s: 60, log });
+        }
+        self.time_to_ready_ms = started.elapsed().as_secs_f64() * 1e3;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        self.idle_rss_bytes = procstat::tree(self.target.pid).keys().map(|&p| procstat::rss_bytes(p)).sum();
+        progress.done(&format!(
+            "app ready at {base_url} in {:.1} ms, idle memory {:.1} MB",
+            self.time_to_ready_ms,
+            self.idle_rss_bytes as f64 / 1e6
+        ));
+        Ok(())
+    }
+
+    /// The app's last log lines.
+    pub async fn app_log(&mut self) -> String {
+        if let (Some(d), Some(name)) = (&self.docker, &self.container) {
+            return docker::last_log_lines(d, name, 20).await;
+        }
+        if let Some(child) = &mut self.process {
+            if let Ok(Some(_)) = child.try_wait() {
+                let mut s = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = e.read_to_string(&mut s);
+                }
+                let lines: Vec<&str> = s.lines().collect();
+                return lines[lines.len().saturating_sub(20)..].join("\n");
+            }
+            return "(the process is still running and printed nothing it had to)".into();
+        }
+        String::new()
+    }
+
+    /// Stops and removes everything that was started. Never fails: problems are logged.
+    pub async fn shutdown(&mut self) {
+        if let (Some(d), Some(name)) = (&self.docker, self.container.take()) {
+            if let Err(e) = docker::remove_container(d, &name).await {
+                tracing::warn!("could not remove container {name}: {e}");
+            }
+        }
+        if let Some(mut child) = self.process.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if let Some(cg) = self.cgroup.take() {
+            let _ = std::fs::remove_dir(&cg);
+        }
+        if let Some(pg) = self.pg.take() {
+            if let Err(e) = tokio::task::spawn_blocking(move || pg.stop()).await.unwrap_or(Ok(())) {
+                tracing::warn!("PostgreSQL did not stop cleanly: {e}");
+            }
+        }
+    }
+}
+
+/// A tag that changes when the binary changes: its GNU build id when present, else size+mtime.
+fn binary_tag(binary: &Path) -> Result<String, BenchError> {
+    let meta = std::fs::metadata(binary).map_err(|source| BenchError::Io { path: binary.into(), source })?;
+    let mtime = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_secs());
+    Ok(format!("{:x}-{:x}", meta.len(), mtime))
+}
+
+/// `preferred` when it is free on 127.0.0.1, else a free port the kernel picks.
+fn free_port(preferred: u16) -> Result<u16, BenchError> {
+    if TcpListener::bind(("127.0.0.1", preferred)).is_ok() {
+        return Ok(preferred);
+    }
+    TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| BenchError::Other(format!("no free port on 127.0.0.1: {e}")))
+}
+
+/// The cgroup v2 mount point, from /proc/self/mountinfo (`/sys/fs/cgroup/unified` on hybrid
+/// hosts, `/sys/fs/cgroup` on unified ones).
+pub fn cgroup2_mount() -> Option<PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        if right.split_whitespace().next()? == "cgroup2" {
+            left.split_whitespace().nth(4).map(PathBuf::from)
+        } else {
+            None
+        }
+    })
+}
+
+fn create_cgroup(name: &str) -> Result<PathBuf, BenchError> {
+    let valid = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !valid {
+        return Err(BenchError::Other(format!("invalid name `{name}`: use letters, digits, - and _")));
+    }
+    let mount = cgroup2_mount().ok_or_else(|| BenchError::Other("no cgroup2 mount found in /proc/self/mountinfo".into()))?;
+    let dir = mount.join(format!("profiler-bench-{name}"));
+    match std::fs::create_dir(&dir) {
+        Ok(()) => Ok(dir),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(dir),
+        Err(source) => Err(BenchError::Io { path: dir, source }),
+    }
+}
+
+/// Polls `GET /json` on 127.0.0.1:`port` every millisecond until a 200 or `timeout`.
+pub async fn wait_ready(port: u16, timeout: Duration) -> bool {
+    tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + timeout;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        while Instant::now() < deadline {
+            if http_status(addr, "/json") == Some(200) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        false
+    })
+    .await
+    .unwrap_or(false)
+}
+
+/// Status code of a plain `GET path` over HTTP/1.1, or `None` when nothing answered.
+fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").ok()?;
+    let mut buf = [0u8; 64];
+    let n = s.read(&mut buf).ok()?;
+    let head = std::str::from_utf8(&buf[..n]).ok()?;
+    head.strip_prefix("HTTP/1.1 ")?.get(..3)?.parse().ok()
+}
+
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())))
+        .unwrap_or_default()
+}
+
+/// One wrk run with the app and PostgreSQL sampled while it runs.
+async fn measured_run(env: &Environment, opts: &BenchOptions, test: Test, duration: Duration, token: &str, scratch: &Path) -> Result<RunResult, BenchError> {
+    let app_sampler = Sampler::start(env.target.pid, SAMPLE_INTERVAL);
+    let pg_sampler = env.pg_pid.map(|pid| Sampler::start(pid, SAMPLE_INTERVAL));
+    let wrk = WrkOptions {
+        base_url: env.target.base_url.clone(),
+        test,
+        duration,
+        connections: opts.connections,
+        threads: opts.threads,
+        cpus: Some(opts.load_cpus.clone()),
+        token: test.authenticated().then(|| token.to_string()),
+        timeout: opts.request_timeout,
+    };
+    let scratch = scratch.to_path_buf();
+    let result = tokio::task::spawn_blocking(move || load::run(&wrk, &scratch))
+        .await
+        .map_err(|e| BenchError::Other(format!("wrk task: {e}")))?;
+    let app: Usage = app_sampler.finish();
+    let postgres = pg_sampler.map(Sampler::finish);
+    Ok(RunResult { wrk: result?, app, postgres })
+}
+
+/// Runs the whole benchmark. `results` receives every measurement as soon as it is made, so
+/// that an interrupted run still has what it measured. Writes nothing itself: the caller
+/// writes results.json and the reports.
+pub async fn run(
+    opts: &BenchOptions,
+    hook: Option<&dyn ProfileHook>,
+    progress: &dyn Progress,
+    results: Arc<Mutex<BenchResults>>,
+) -> Result<(), BenchError> {
+    std::fs::create_dir_all(&opts.out_dir).map_err(|source| BenchError::Io { path: opts.out_dir.clone(), source })?;
+    {
+        let mut r = results.lock().unwrap_or_else(|e| e.into_inner());
+        r.schema_version = crate::results::RESULTS_SCHEMA_VERSION;
+        r.started_at = now_rfc3339();
+        r.cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        r.cpu_model = cpu_model();
+        r.settings = Settings {
+            tests: opts.tests.clone(),
+            runs: opts.runs,
+            duration_s: opts.duration.as_secs(),
+            warmup_s: opts.warmup.as_secs(),
+            connections: opts.connections,
+            threads: opts.threads,
+            app_cpus: opts.app_cpus.clone(),
+            load_cpus: opts.load_cpus.clone(),
+            pg_cpus: opts.pg_cpus.clone(),
+            costs: opts.costs.clone(),
+            pool_size: opts.pool_size,
+            name: opts.name.clone(),
+            docker: opts.docker,
+            external_database: opts.database_url.is_some(),
+            frequency_hz: if hook.is_some() { opts.frequency_hz } else { 0 },
+            smoke: opts.smoke,
+        };
+    }
+    let mut env = Environment::start(opts, progress).await?;
+    let outcome = measure(&env, opts, hook, progress, &results).await;
+    env.shutdown().await;
+    results.lock().unwrap_or_else(|e| e.into_inner()).finished_at = now_rfc3339();
+    outcome
+}
+
+async fn measure(
+    env: &Environment,
+    opts: &BenchOptions,
+    hook: Option<&dyn ProfileHook>,
+    progress: &dyn Progress,
+    results: &Arc<Mutex<BenchResults>>,
+) -> Result<(), BenchError> {
+    {
+        let mut r = results.lock().unwrap_or_else(|e| e.into_inner());
+        r.versions = env.versions.clone();
+        r.time_to_ready_ms = env.time_to_ready_ms;
+        r.idle_rss_bytes = env.idle_rss_bytes;
+    }
+
+    // The conformance gate: one failure and nothing is measured.
+    progress.step("conformance gate", Duration::from_secs(5));
+    let report = crate::conformance::run(&env.target.base_url, &opts.jwt_secret).await;
+    let conformance = ConformanceResult {
+        passed: report.passed() as u32,
+        failed: report.failed() as u32,
+        failures: report.failures().map(|c| format!("{}: {}", c.name, c.detail.as_deref().unwrap_or("failed"))).collect(),
+    };
+    results.lock().unwrap_or_else(|e| e.into_inner()).conformance = conformance.clone();
+    if conformance.failed > 0 {
+        return Err(BenchError::Conformance {
+            failed: conformance.failed,
+            total: conformance.passed + conformance.failed,
+            list: conformance.failures.join("\n"),
+        });
+    }
+    progress.done(&format!("conformance: {} passed, 0 failed", conformance.passed));
+
+    let token = crate::token::mint_valid(&opts.jwt_secret, 1);
+    let scratch = tempfile::tempdir().map_err(|source| BenchError::Io { path: "<tempdir>".into(), source })?;
+
+    for &test in &opts.tests {
+        if !opts.warmup.is_zero() {
+            progress.step(&format!("{test}: warm-up {} s", opts.warmup.as_secs()), opts.warmup);
+            let warm = measured_run(env, opts, test, opts.warmup, &token, scratch.path()).await?;
+            progress.done(&format!("{test}: warm-up {:.0} req/s", warm.wrk.req_per_s));
+        }
+        let mut runs = Vec::new();
+        for i in 0..opts.runs.max(1) {
+            progress.step(&format!("{test}: run {}/{} ({} s)", i + 1, opts.runs.max(1), opts.duration.as_secs()), opts.duration);
+            let run = measured_run(env, opts, test, opts.duration, &token, scratch.path()).await?;
+            progress.done(&format!(
+                "{test}: run {}: {:.0} req/s, p99 {:.2} ms, {} failed",
+                i + 1,
+                run.wrk.req_per_s,
+                run.wrk.latency.p99_us as f64 / 1e3,
+                run.wrk.failed()
+            ));
+            runs.push(run);
+        }
+        let mut result = TestResult::from_runs(test, runs);
+        if let Some(hook) = hook {
+            let dir = opts.out_dir.join(test.name());
+            progress.step(&format!("{test}: profiled run ({} s, agent attached)", opts.duration.as_secs()), opts.duration);
+            match hook.start(&env.target, test, &dir, opts.duration) {
+                Ok(session) => {
+                    let run = measured_run(env, opts, test, opts.duration, &token, scratch.path()).await;
+                    let finished = tokio::task::spawn_blocking(move || session.finish())
+                        .await
+                        .unwrap_or_else(|e| Err(format!("profiling task: {e}")));
+                    match (run, finished) {
+                        (Ok(run), Ok((samples, summary))) => {
+                            let ratio = if result.req_per_s > 0.0 { run.wrk.req_per_s / result.req_per_s } else { 0.0 };
+                            progress.done(&format!(
+                                "{test}: profiled {:.0} req/s ({:.3} of unprofiled), {samples} samples",
+                                run.wrk.req_per_s, ratio
+                            ));
+                            result.failed_requests += run.wrk.failed();
+                            result.profiled =
+                                Some(ProfiledRun { run, throughput_ratio: ratio, dir: test.name().to_string(), samples, summary });
+                        }
+                        (Err(e), _) => return Err(e),
+                        (Ok(_), Err(e)) => {
+                            progress.done(&format!("{test}: profiling failed: {e}"));
+                            result.profile_error = Some(e);
+                        }
+                    }
+                }
+                Err(e) => {
+                    progress.done(&format!("{test}: could not attach: {e}"));
+                    result.profile_error = Some(e);
+                }
+            }
+        }
+        results.lock().unwrap_or_else(|e| e.into_inner()).tests.push(result);
+    }
+
+    if opts.drift {
+        if let Some(&first) = opts.tests.first() {
+            progress.step(&format!("drift check: {first} again"), opts.duration);
+            let run = measured_run(env, opts, first, opts.duration, &token, scratch.path()).await?;
+            let mut r = results.lock().unwrap_or_else(|e| e.into_inner());
+            let first_rps = r.tests.first().map_or(0.0, |t| t.req_per_s);
+            let change = if first_rps > 0.0 { (run.wrk.req_per_s - first_rps) / first_rps * 100.0 } else { 0.0 };
+            r.drift = Some(Drift { test: first, first_req_per_s: first_rps, repeat_req_per_s: run.wrk.req_per_s, change_pct: change });
+            drop(r);
+            progress.done(&format!("drift: {change:+.1}%"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_cgroup2_mount() {
+        let m = cgroup2_mount().expect("this machine has a cgroup2 mount");
+        assert!(m.join("cgroup.procs").exists(), "{}", m.display());
+    }
+
+    #[test]
+    fn a_busy_preferred_port_is_avoided() {
+        let held = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let busy = held.local_addr().unwrap().port();
+        let got = free_port(busy).unwrap();
+        assert_ne!(got, busy);
+    }
+}
