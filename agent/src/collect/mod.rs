@@ -1,0 +1,654 @@
+//! The kernel-facing half of the agent: loads the BPF objects of `agent-ebpf` with aya 0.14,
+//! sets their knobs, attaches them, keeps the target filter current and drains the maps
+//! into a [`RawProfile`].
+//!
+//! - On-CPU: `on_cpu_sample` on a software CPU-clock perf event per online CPU, at
+//!   [`Options::frequency_hz`] (samples per second per CPU).
+//! - Off-CPU: `on_sched_switch` on `tp_btf/sched_switch`, waits of at least
+//!   [`Options::offcpu_min_block_ns`].
+//! - Syscalls: `on_sys_enter` / `on_sys_exit` on the raw tracepoints of the same names.
+//!
+//! "Nothing collected is lost": [`Collector::finish`] detaches the programs first and then
+//! drains every map, whatever ended the run (deadline, Ctrl-C, target gone, error); the
+//! reason goes to [`Meta::partial`]. Off-CPU waits still open at that moment are counted up
+//! to the end of the run.
+
+mod syscall_names;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use agent_ebpf::abi::{self, lost_index, names, FilterMode, OffcpuStart, OffcpuValue, StackKey, SyscallStat as AbiSyscallStat};
+use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, StackTraceMap};
+use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
+use aya::programs::{BtfTracePoint, PerfEvent, ProgramError, RawTracePoint};
+use aya::{Btf, Ebpf, EbpfError, EbpfLoader};
+
+pub use syscall_names::{syscall_name, SYSCALL_NAMES_X86_64};
+
+use crate::profile::{LostCounters, Meta, Process, RawProfile, RawStack, SyscallStat};
+use crate::target::{Filter, ResolvedTarget};
+
+/// Errors of loading, attaching and draining.
+#[derive(Debug, thiserror::Error)]
+pub enum CollectError {
+    /// The agent lacks the privileges to load tracing BPF programs.
+    #[error("loading BPF programs needs root, or CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN); effective capabilities are {effective:#x}")]
+    NotRoot {
+        /// `CapEff` of `/proc/self/status`.
+        effective: u64,
+    },
+    /// The kernel has no BTF (`/sys/kernel/btf/vmlinux`), which CO-RE and `tp_btf` need.
+    #[error("the kernel exposes no BTF at /sys/kernel/btf/vmlinux (needs CONFIG_DEBUG_INFO_BTF=y)")]
+    NoBtf,
+    /// The kernel refused a program type or attach point (e.g. no perf events).
+    #[error("{program}: not supported by this kernel: {source}")]
+    Unsupported {
+        /// Program name.
+        program: &'static str,
+        /// What aya reported.
+        #[source]
+        source: ProgramError,
+    },
+    /// The verifier rejected a program; carries the last lines of its log.
+    #[error("{program}: the verifier rejected the program: {error}\n{log_tail}")]
+    Verifier {
+        /// Program name.
+        program: &'static str,
+        /// The `BPF_PROG_LOAD` error.
+        error: std::io::Error,
+        /// The last lines of the verifier log.
+        log_tail: String,
+    },
+    /// Creating the maps or relocating an object failed.
+    #[error("loading BPF object {object}: {source}")]
+    Object {
+        /// Object name (`sample`, `offcpu`, `syscalls`).
+        object: &'static str,
+        /// What aya reported.
+        #[source]
+        source: EbpfError,
+    },
+    /// A program failed to attach.
+    #[error("attaching {program}: {source}")]
+    Attach {
+        /// Program name.
+        program: &'static str,
+        /// What aya reported.
+        #[source]
+        source: ProgramError,
+    },
+    /// A map was missing or could not be read.
+    #[error("map {map}: {message}")]
+    Map {
+        /// Map name.
+        map: &'static str,
+        /// What went wrong.
+        message: String,
+    },
+    /// The target could not be read.
+    #[error(transparent)]
+    Target(#[from] crate::target::TargetError),
+}
+
+/// What to collect and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// On-CPU samples per second per CPU, Hz. Default is 99 (off the beat of 100 Hz timers).
+    pub frequency_hz: u64,
+    /// Record off-CPU waits. Default is true.
+    pub offcpu: bool,
+    /// Off-CPU waits shorter than this are not recorded, ns. Default is 1,000 (1 µs).
+    pub offcpu_min_block_ns: u64,
+    /// Count syscalls and their latency. Default is true.
+    pub syscalls: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { frequency_hz: 99, offcpu: true, offcpu_min_block_ns: 1_000, syscalls: true }
+    }
+}
+
+/// Why a [`run`] ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    /// The requested duration elapsed: the profile is complete.
+    Deadline,
+    /// The stop flag was raised (Ctrl-C).
+    Interrupted,
+    /// The target has no process left.
+    TargetGone,
+}
+
+/// Loaded and attached BPF objects for one target. Dropping it detaches everything;
+/// [`Collector::finish`] detaches and drains.
+pub struct Collector {
+    sample: Ebpf,
+    offcpu: Option<Ebpf>,
+    syscalls: Option<Ebpf>,
+    options: Options,
+    description: String,
+    cgroup_id: Option<u64>,
+    started: Instant,
+    started_at: String,
+    cpu_at_start: Option<u64>,
+    cpus: u32,
+    processes: BTreeMap<u32, Process>,
+}
+
+/// True when the effective capability set allows loading tracing programs.
+fn check_privileges() -> Result<(), CollectError> {
+    const CAP_SYS_ADMIN: u64 = 21;
+    const CAP_PERFMON: u64 = 38;
+    const CAP_BPF: u64 = 39;
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let effective = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    let has = |cap: u64| effective & (1 << cap) != 0;
+    if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
+        Ok(())
+    } else {
+        Err(CollectError::NotRoot { effective })
+    }
+}
+
+fn load_error(program: &'static str, error: ProgramError) -> CollectError {
+    match error {
+        ProgramError::LoadError { io_error, verifier_log } => {
+            let log = verifier_log.to_string();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = lines[lines.len().saturating_sub(12)..].join("\n");
+            CollectError::Verifier { program, error: io_error, log_tail: tail }
+        }
+        other => CollectError::Unsupported { program, source: other },
+    }
+}
+
+fn map_error(map: &'static str, e: impl std::fmt::Display) -> CollectError {
+    CollectError::Map { map, message: e.to_string() }
+}
+
+/// Loads one object with the filter knobs (and `extra` knobs) set.
+fn load_object(
+    object: &'static str,
+    bytes: &[u8],
+    filter: &Filter,
+    extra: &[(&'static str, &u64)],
+) -> Result<Ebpf, CollectError> {
+    let (mode, cgroup_id, level) = match filter {
+        Filter::Cgroup { id, level } => (FilterMode::Cgroup as u32, *id, *level),
+        Filter::Pids(_) => (FilterMode::Pids as u32, 0u64, 0u32),
+    };
+    let mut loader = EbpfLoader::new();
+    // aya 0.14 has no wrapper for BPF_MAP_TYPE_TASK_STORAGE (`syscall_entries`); the map
+    // is only used by the programs, so creating it as an "unsupported" map is enough.
+    loader.allow_unsupported_maps();
+    loader
+        .override_global(names::GLOBAL_FILTER_MODE, &mode, true)
+        .override_global(names::GLOBAL_TARGET_CGROUP_ID, &cgroup_id, true)
+        .override_global(names::GLOBAL_TARGET_CGROUP_LEVEL, &level, true);
+    for (name, value) in extra {
+        loader.override_global(name, *value, true);
+    }
+    let mut ebpf = loader.load(bytes).map_err(|source| CollectError::Object { object, source })?;
+    if let Filter::Pids(pids) = filter {
+        set_target_pids(&mut ebpf, pids, &BTreeSet::new())?;
+    }
+    Ok(ebpf)
+}
+
+/// Makes `target_pids` of one object equal to `pids` (`old` is what it holds now).
+fn set_target_pids(ebpf: &mut Ebpf, pids: &BTreeSet<u32>, old: &BTreeSet<u32>) -> Result<(), CollectError> {
+    let map = ebpf.map_mut(names::MAP_TARGET_PIDS).ok_or_else(|| map_error(names::MAP_TARGET_PIDS, "missing"))?;
+    let mut map: BpfHashMap<&mut MapData, u32, u8> =
+        BpfHashMap::try_from(map).map_err(|e| map_error(names::MAP_TARGET_PIDS, e))?;
+    for pid in old.difference(pids) {
+        let _ = map.remove(pid);
+    }
+    for pid in pids.difference(old) {
+        map.insert(pid, 1, 0).map_err(|e| map_error(names::MAP_TARGET_PIDS, e))?;
+    }
+    Ok(())
+}
+
+impl Collector {
+    /// Loads, configures and attaches the programs for `target`. Sampling starts when this
+    /// returns.
+    ///
+    /// Errors: [`CollectError::NotRoot`], [`CollectError::NoBtf`], [`CollectError::Verifier`]
+    /// (with the verifier log's last lines), [`CollectError::Unsupported`],
+    /// [`CollectError::Attach`].
+    pub fn start(target: &ResolvedTarget, options: &Options) -> Result<Self, CollectError> {
+        check_privileges()?;
+        if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+            return Err(CollectError::NoBtf);
+        }
+        if options.frequency_hz == 0 {
+            return Err(CollectError::Unsupported {
+                program: names::PROG_ON_CPU_SAMPLE,
+                source: ProgramError::UnexpectedProgramType,
+            });
+        }
+        let filter = &target.filter;
+        let cpus = aya::util::online_cpus().map_err(|(what, e)| map_error("online cpus", format!("{what}: {e}")))?;
+
+        // Load everything first, attach after: a verifier error leaves nothing attached.
+        let mut sample = load_object("sample", agent_ebpf::SAMPLE_OBJECT, filter, &[])?;
+        {
+            let prog: &mut PerfEvent = program(&mut sample, names::PROG_ON_CPU_SAMPLE)?;
+            prog.load().map_err(|e| load_error(names::PROG_ON_CPU_SAMPLE, e))?;
+        }
+        let mut offcpu = if options.offcpu {
+            let min_block = options.offcpu_min_block_ns;
+            let mut ebpf = load_object("offcpu", agent_ebpf::OFFCPU_OBJECT, filter, &[(names::GLOBAL_MIN_BLOCK_NS, &min_block)])?;
+            let btf = Btf::from_sys_fs().map_err(|_| CollectError::NoBtf)?;
+            let prog: &mut BtfTracePoint = program(&mut ebpf, names::PROG_ON_SCHED_SWITCH)?;
+            prog.load(names::TP_SCHED_SWITCH, &btf).map_err(|e| load_error(names::PROG_ON_SCHED_SWITCH, e))?;
+            Some(ebpf)
+        } else {
+            None
+        };
+        let mut syscalls = if options.syscalls {
+            let mut ebpf = load_object("syscalls", agent_ebpf::SYSCALLS_OBJECT, filter, &[])?;
+            for name in [names::PROG_ON_SYS_ENTER, names::PROG_ON_SYS_EXIT] {
+                let prog: &mut RawTracePoint = program(&mut ebpf, name)?;
+                prog.load().map_err(|e| load_error(name, e))?;
+            }
+            Some(ebpf)
+        } else {
+            None
+        };
+
+        let cpu_at_start = target.cpu_time_ns();
+        let started = Instant::now();
+        let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+
+        // A sys_exit without a recorded sys_enter (the call began before attaching) is
+        // skipped by the program, so the attach order of the pair does not matter.
+        if let Some(ebpf) = syscalls.as_mut() {
+            for (name, tp) in [(names::PROG_ON_SYS_ENTER, names::RAW_TP_SYS_ENTER), (names::PROG_ON_SYS_EXIT, names::RAW_TP_SYS_EXIT)] {
+                let prog: &mut RawTracePoint = program(ebpf, name)?;
+                prog.attach(tp).map_err(|source| CollectError::Attach { program: name, source })?;
+            }
+        }
+        if let Some(ebpf) = offcpu.as_mut() {
+            let prog: &mut BtfTracePoint = program(ebpf, names::PROG_ON_SCHED_SWITCH)?;
+            prog.attach().map_err(|source| CollectError::Attach { program: names::PROG_ON_SCHED_SWITCH, source })?;
+        }
+        {
+            let prog: &mut PerfEvent = program(&mut sample, names::PROG_ON_CPU_SAMPLE)?;
+            for &cpu in &cpus {
+                prog.attach(
+                    PerfEventConfig::Software(SoftwareEvent::CpuClock),
+                    PerfEventScope::AllProcessesOneCpu { cpu },
+                    SamplePolicy::Frequency(options.frequency_hz),
+                    false,
+                )
+                .map_err(|source| CollectError::Attach { program: names::PROG_ON_CPU_SAMPLE, source })?;
+            }
+        }
+
+        let mut collector = Collector {
+            sample,
+            offcpu,
+            syscalls,
+            options: options.clone(),
+            description: target.description.clone(),
+            cgroup_id: match target.filter {
+                Filter::Cgroup { id, .. } => Some(id),
+                Filter::Pids(_) => None,
+            },
+            started,
+            started_at,
+            cpu_at_start,
+            cpus: cpus.len() as u32,
+            processes: BTreeMap::new(),
+        };
+        collector.note_processes(&target.pids()?);
+        Ok(collector)
+    }
+
+    /// Replaces the pid set of a [`Filter::Pids`] target in every object (`old` is the set
+    /// loaded so far) and remembers the new processes.
+    pub fn update_pids(&mut self, pids: &BTreeSet<u32>, old: &BTreeSet<u32>) -> Result<(), CollectError> {
+        set_target_pids(&mut self.sample, pids, old)?;
+        if let Some(ebpf) = self.offcpu.as_mut() {
+            set_target_pids(ebpf, pids, old)?;
+        }
+        if let Some(ebpf) = self.syscalls.as_mut() {
+            set_target_pids(ebpf, pids, old)?;
+        }
+        self.note_processes(pids);
+        Ok(())
+    }
+
+    /// Remembers `comm` and executable of processes while they exist, so that processes
+    /// that exit before the end still have a name in the profile.
+    pub fn note_processes(&mut self, pids: &BTreeSet<u32>) {
+        for &pid in pids {
+            self.processes.entry(pid).or_insert_with(|| read_process(pid));
+        }
+    }
+
+    /// Time since sampling started.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Detaches every program, then drains all maps into a [`RawProfile`]. `partial` is
+    /// the reason when the run ended early. The target's CPU time is measured from
+    /// [`Collector::start`] to now.
+    pub fn finish(mut self, target: &ResolvedTarget, partial: Option<String>) -> Result<RawProfile, CollectError> {
+        // Stop recording before reading, so that the maps are consistent.
+        {
+            let prog: &mut PerfEvent = program(&mut self.sample, names::PROG_ON_CPU_SAMPLE)?;
+            prog.unload().map_err(|source| CollectError::Attach { program: names::PROG_ON_CPU_SAMPLE, source })?;
+        }
+        if let Some(ebpf) = self.offcpu.as_mut() {
+            let prog: &mut BtfTracePoint = program(ebpf, names::PROG_ON_SCHED_SWITCH)?;
+            prog.unload().map_err(|source| CollectError::Attach { program: names::PROG_ON_SCHED_SWITCH, source })?;
+        }
+        if let Some(ebpf) = self.syscalls.as_mut() {
+            for name in [names::PROG_ON_SYS_ENTER, names::PROG_ON_SYS_EXIT] {
+                let prog: &mut RawTracePoint = program(ebpf, name)?;
+                prog.unload().map_err(|source| CollectError::Attach { program: name, source })?;
+            }
+        }
+        let duration = self.started.elapsed();
+        let end_ktime = monotonic_ns();
+        let cpu_at_end = target.cpu_time_ns();
+
+        let mut lost = LostCounters::default();
+        let on_cpu = drain_on_cpu(&self.sample)?;
+        add_lost(&self.sample, &mut lost)?;
+        let off_cpu = match &self.offcpu {
+            Some(ebpf) => {
+                add_lost(ebpf, &mut lost)?;
+                drain_off_cpu(ebpf, end_ktime, self.options.offcpu_min_block_ns)?
+            }
+            None => Vec::new(),
+        };
+        let syscalls = match &self.syscalls {
+            Some(ebpf) => {
+                add_lost(ebpf, &mut lost)?;
+                drain_syscalls(ebpf)?
+            }
+            None => Vec::new(),
+        };
+
+        let seen: BTreeSet<u32> = on_cpu.iter().chain(&off_cpu).map(|s| s.pid).collect();
+        self.note_processes(&seen);
+        let processes = self.processes.into_values().collect();
+
+        let meta = Meta {
+            target: self.description,
+            cgroup_id: self.cgroup_id,
+            started_at: self.started_at,
+            duration_ns: duration.as_nanos() as u64,
+            frequency_hz: self.options.frequency_hz,
+            offcpu_min_block_ns: if self.options.offcpu { self.options.offcpu_min_block_ns } else { 0 },
+            cpus: self.cpus,
+            kernel: kernel_release(),
+            agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+            partial,
+            target_cpu_ns: match (self.cpu_at_start, cpu_at_end) {
+                (Some(a), Some(b)) if b >= a => Some(b - a),
+                _ => None,
+            },
+        };
+        Ok(RawProfile { meta, processes, on_cpu, off_cpu, syscalls, lost })
+    }
+}
+
+fn program<'a, T>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut T, CollectError>
+where
+    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = ProgramError>,
+{
+    let prog = ebpf.program_mut(name).ok_or_else(|| map_error(name, "program missing from the object"))?;
+    prog.try_into().map_err(|source| CollectError::Unsupported { program: name, source })
+}
+
+/// CLOCK_MONOTONIC in ns: the clock of `bpf_ktime_get_ns()`.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn kernel_release() -> String {
+    // SAFETY: utsname is plain data, uname fills it.
+    let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out pointer.
+    if unsafe { libc::uname(&mut uts) } != 0 {
+        return String::new();
+    }
+    let bytes: Vec<u8> = uts.release.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn read_process(pid: u32) -> Process {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim_end().to_owned()).unwrap_or_default();
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map(|p| p.display().to_string()).unwrap_or_default();
+    Process { pid, comm, exe }
+}
+
+fn comm_string(comm: &[u8; abi::COMM_LEN]) -> String {
+    let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
+    String::from_utf8_lossy(&comm[..end]).into_owned()
+}
+
+/// Addresses of stack `id` (leaf first), empty for a negative id or a missing entry.
+fn stack(map: &StackTraceMap<&MapData>, cache: &mut HashMap<i32, Vec<u64>>, id: i32) -> Vec<u64> {
+    if id < 0 {
+        return Vec::new();
+    }
+    cache
+        .entry(id)
+        .or_insert_with(|| map.get(&(id as u32), 0).map(|t| t.frames().iter().map(|f| f.ip).collect()).unwrap_or_default())
+        .clone()
+}
+
+fn stack_map(ebpf: &Ebpf) -> Result<StackTraceMap<&MapData>, CollectError> {
+    let map = ebpf.map(names::MAP_STACK_TRACES).ok_or_else(|| map_error(names::MAP_STACK_TRACES, "missing"))?;
+    StackTraceMap::try_from(map).map_err(|e| map_error(names::MAP_STACK_TRACES, e))
+}
+
+fn raw_stack(key: &StackKey, user: Vec<u64>, kernel: Vec<u64>, count: u64, total_ns: u64) -> RawStack {
+    RawStack { pid: key.tgid, tid: key.pid, thread: comm_string(&key.comm), user, kernel, count, total_ns }
+}
+
+fn drain_on_cpu(ebpf: &Ebpf) -> Result<Vec<RawStack>, CollectError> {
+    let stacks = stack_map(ebpf)?;
+    let map = ebpf.map(names::MAP_STACK_COUNTS).ok_or_else(|| map_error(names::MAP_STACK_COUNTS, "missing"))?;
+    let counts: BpfHashMap<&MapData, StackKey, u64> =
+        BpfHashMap::try_from(map).map_err(|e| map_error(names::MAP_STACK_COUNTS, e))?;
+    let mut cache = HashMap::new();
+    let mut out = Vec::new();
+    for entry in counts.iter() {
+        let (key, count) = entry.map_err(|e| map_error(names::MAP_STACK_COUNTS, e))?;
+        let user = stack(&stacks, &mut cache, key.user_stack_id);
+        let kernel = stack(&stacks, &mut cache, key.kernel_stack_id);
+        out.push(raw_stack(&key, user, kernel, count, 0));
+    }
+    out.sort_by(|a, b| b.count.cmp(&a.count).then(a.tid.cmp(&b.tid)));
+    Ok(out)
+}
+
+fn drain_off_cpu(ebpf: &Ebpf, end_ktime: u64, min_block_ns: u64) -> Result<Vec<RawStack>, CollectError> {
+    let stacks = stack_map(ebpf)?;
+    let map = ebpf.map(names::MAP_OFFCPU_STATS).ok_or_else(|| map_error(names::MAP_OFFCPU_STATS, "missing"))?;
+    let stats: BpfHashMap<&MapData, StackKey, OffcpuValue> =
+        BpfHashMap::try_from(map).map_err(|e| map_error(names::MAP_OFFCPU_STATS, e))?;
+    let mut totals: HashMap<StackKey, OffcpuValue> = HashMap::new();
+    for entry in stats.iter() {
+        let (key, value) = entry.map_err(|e| map_error(names::MAP_OFFCPU_STATS, e))?;
+        totals.insert(key, value);
+    }
+    // Waits still open when the programs were detached count up to the end of the run.
+    let map = ebpf.map(names::MAP_OFFCPU_STARTS).ok_or_else(|| map_error(names::MAP_OFFCPU_STARTS, "missing"))?;
+    let starts: BpfHashMap<&MapData, u32, OffcpuStart> =
+        BpfHashMap::try_from(map).map_err(|e| map_error(names::MAP_OFFCPU_STARTS, e))?;
+    for entry in starts.iter() {
+        let (_, start) = entry.map_err(|e| map_error(names::MAP_OFFCPU_STARTS, e))?;
+        let open = end_ktime.saturating_sub(start.start_ns);
+        if open >= min_block_ns.max(1) {
+            let total = totals.entry(start.key).or_default();
+            total.count += 1;
+            total.total_ns += open;
+        }
+    }
+    let mut cache = HashMap::new();
+    let mut out: Vec<RawStack> = totals
+        .into_iter()
+        .map(|(key, v)| {
+            let user = stack(&stacks, &mut cache, key.user_stack_id);
+            let kernel = stack(&stacks, &mut cache, key.kernel_stack_id);
+            raw_stack(&key, user, kernel, v.count, v.total_ns)
+        })
+        .collect();
+    out.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.tid.cmp(&b.tid)));
+    Ok(out)
+}
+
+fn drain_syscalls(ebpf: &Ebpf) -> Result<Vec<SyscallStat>, CollectError> {
+    let map = ebpf.map(names::MAP_SYSCALL_STATS).ok_or_else(|| map_error(names::MAP_SYSCALL_STATS, "missing"))?;
+    let stats: PerCpuArray<&MapData, AbiSyscallStat> =
+        PerCpuArray::try_from(map).map_err(|e| map_error(names::MAP_SYSCALL_STATS, e))?;
+    let mut out = Vec::new();
+    for nr in 0..abi::MAX_SYSCALLS {
+        let per_cpu = stats.get(&nr, 0).map_err(|e| map_error(names::MAP_SYSCALL_STATS, e))?;
+        let mut sum = SyscallStat { nr, name: String::new(), latency_log2_ns: vec![0; abi::LATENCY_BUCKETS], ..Default::default() };
+        for cpu in per_cpu.iter() {
+            sum.count += cpu.count;
+            sum.errors += cpu.errors;
+            sum.eagain += cpu.eagain;
+            sum.total_ns += cpu.total_ns;
+            for (total, bucket) in sum.latency_log2_ns.iter_mut().zip(cpu.latency_log2_ns) {
+                *total += bucket;
+            }
+        }
+        if sum.count > 0 {
+            sum.name = syscall_name(nr);
+            out.push(sum);
+        }
+    }
+    out.sort_by(|a, b| b.count.cmp(&a.count).then(a.nr.cmp(&b.nr)));
+    Ok(out)
+}
+
+fn add_lost(ebpf: &Ebpf, lost: &mut LostCounters) -> Result<(), CollectError> {
+    let map = ebpf.map(names::MAP_LOST).ok_or_else(|| map_error(names::MAP_LOST, "missing"))?;
+    let counters: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map).map_err(|e| map_error(names::MAP_LOST, e))?;
+    let mut sums = [0u64; lost_index::COUNT as usize];
+    for (index, sum) in sums.iter_mut().enumerate() {
+        let per_cpu = counters.get(&(index as u32), 0).map_err(|e| map_error(names::MAP_LOST, e))?;
+        *sum = per_cpu.iter().sum();
+    }
+    lost.samples_dropped += sums[lost_index::SAMPLES_DROPPED as usize]
+        + sums[lost_index::SYSCALL_NO_STORAGE as usize]
+        + sums[lost_index::SYSCALL_NR_RANGE as usize];
+    lost.stack_collisions += sums[lost_index::STACK_COLLISIONS as usize];
+    lost.stack_walk_failures += sums[lost_index::STACK_WALK_FAILURES as usize];
+    lost.offcpu_dropped += sums[lost_index::OFFCPU_DROPPED as usize];
+    Ok(())
+}
+
+/// Collects from `target` until `duration` has passed, `stop` is raised (Ctrl-C) or the
+/// target has no process left, then drains everything (see [`Collector::finish`]).
+/// Every second it refreshes a pid-set filter and checks that the target is alive;
+/// `on_tick` is called about ten times a second with the elapsed time (for a progress bar).
+pub fn run(
+    target: &mut ResolvedTarget,
+    options: &Options,
+    duration: Duration,
+    stop: &AtomicBool,
+    mut on_tick: impl FnMut(Duration),
+) -> Result<(RawProfile, StopReason), CollectError> {
+    let mut collector = Collector::start(target, options)?;
+    let mut last_refresh = Instant::now();
+    let mut failure = None;
+    let reason = loop {
+        if stop.load(Ordering::Relaxed) {
+            break StopReason::Interrupted;
+        }
+        let elapsed = collector.elapsed();
+        if elapsed >= duration {
+            break StopReason::Deadline;
+        }
+        on_tick(elapsed);
+        std::thread::sleep((duration - elapsed).min(Duration::from_millis(100)));
+        if last_refresh.elapsed() >= Duration::from_secs(1) {
+            last_refresh = Instant::now();
+            let old = match &target.filter {
+                Filter::Pids(p) => p.clone(),
+                Filter::Cgroup { .. } => BTreeSet::new(),
+            };
+            match target.refresh_pids() {
+                Ok(Some(new)) => {
+                    if let Err(e) = collector.update_pids(&new, &old) {
+                        failure = Some(e.to_string());
+                        break StopReason::Interrupted;
+                    }
+                }
+                Ok(None) => {
+                    if let Ok(pids) = target.pids() {
+                        collector.note_processes(&pids);
+                    }
+                }
+                Err(e) => {
+                    failure = Some(e.to_string());
+                    break StopReason::Interrupted;
+                }
+            }
+            if !target.is_alive() {
+                break StopReason::TargetGone;
+            }
+        }
+    };
+    let partial = match (&reason, failure) {
+        (_, Some(error)) => Some(format!("error: {error}")),
+        (StopReason::Deadline, None) => None,
+        (StopReason::Interrupted, None) => Some("interrupted (Ctrl-C)".to_owned()),
+        (StopReason::TargetGone, None) => Some("target exited".to_owned()),
+    };
+    let profile = collector.finish(target, partial)?;
+    Ok((profile, reason))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syscall_table_matches_the_uapi_numbers() {
+        // Numbers from arch/x86/entry/syscalls/syscall_64.tbl.
+        assert_eq!(syscall_name(0), "read");
+        assert_eq!(syscall_name(1), "write");
+        assert_eq!(syscall_name(20), "writev");
+        assert_eq!(syscall_name(44), "sendto");
+        assert_eq!(syscall_name(45), "recvfrom");
+        assert_eq!(syscall_name(110), "getppid");
+        assert_eq!(syscall_name(232), "epoll_wait");
+        assert_eq!(syscall_name(435), "clone3");
+        assert_eq!(syscall_name(462), "mseal");
+        assert_eq!(syscall_name(600), "syscall_600");
+        assert_eq!(syscall_name(libc::SYS_getppid as u32), "getppid");
+        assert_eq!(syscall_name(libc::SYS_futex as u32), "futex");
+        assert_eq!(syscall_name(libc::SYS_io_uring_setup as u32), "io_uring_setup");
+    }
+
+    #[test]
+    fn comm_stops_at_nul() {
+        let mut comm = [0u8; abi::COMM_LEN];
+        comm[..5].copy_from_slice(b"tokio");
+        assert_eq!(comm_string(&comm), "tokio");
+        assert_eq!(comm_string(&[b'x'; abi::COMM_LEN]), "x".repeat(16));
+    }
+}

@@ -1,0 +1,448 @@
+//! What to profile: a process, a cgroup or a Docker container, resolved to what the BPF
+//! filter needs (a cgroup v2 id and depth, or a set of process ids), the processes of the
+//! target, a CPU-time counter and a way to read files as the target sees them.
+//!
+//! Resolution on this kind of host (Docker 20.10, cgroup v1 hybrid, cgroupfs driver):
+//! a container's process has a `0::/docker/<id>` line in `/proc/PID/cgroup`, and
+//! `<cgroup2 mount>/docker/<id>` exists, so the kernel-side filter is the cgroup v2 id
+//! (the inode of that directory, which is what `bpf_get_current_cgroup_id()` returns).
+//! Where the `0::` line is `/` (a pure cgroup v1 host), the filter falls back to the set
+//! of the container's processes, read from its cgroup v1 `cgroup.procs` and refreshed
+//! during the run ([`ResolvedTarget::refresh_pids`]).
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Component, Path, PathBuf};
+
+/// Errors of target resolution.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    /// No process with this pid.
+    #[error("no process with pid {0}")]
+    NoSuchPid(u32),
+    /// The cgroup directory does not exist or is not a cgroup2 directory.
+    #[error("{path} is not a cgroup v2 directory (cgroup2 is mounted at {mount})")]
+    NotACgroup {
+        /// The path as given.
+        path: PathBuf,
+        /// Where cgroup2 is mounted.
+        mount: PathBuf,
+    },
+    /// No cgroup2 file system in `/proc/self/mountinfo`.
+    #[error("no cgroup2 file system is mounted (looked in /proc/self/mountinfo)")]
+    NoCgroup2,
+    /// No container of that name or id; lists the running ones.
+    #[error("no container named {name:?}; running containers: {}", if running.is_empty() { "none".to_string() } else { running.join(", ") })]
+    ContainerNotFound {
+        /// The name asked for.
+        name: String,
+        /// Names of the running containers.
+        running: Vec<String>,
+    },
+    /// The container exists but has no running process.
+    #[error("container {0:?} is not running")]
+    ContainerNotRunning(String),
+    /// The Docker engine could not be reached or answered with an error.
+    #[error("docker: {0}")]
+    Docker(#[from] bollard::errors::Error),
+    /// A path inside the target was refused (absolute escape, `..`).
+    #[error("refusing path {0:?}: it must be absolute and free of `..`")]
+    BadPath(String),
+    /// Reading a file of /proc or /sys failed.
+    #[error("reading {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> TargetError + '_ {
+    move |source| TargetError::Io { path: path.to_path_buf(), source }
+}
+
+/// A target as the user names it on the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// One process, all of its threads (host pid).
+    Pid(u32),
+    /// A cgroup v2 directory, absolute (`/sys/fs/cgroup/unified/system.slice/x.service`) or
+    /// relative to the cgroup2 mount (`/system.slice/x.service`); its descendants included.
+    Cgroup(PathBuf),
+    /// A Docker container, by name or id.
+    Container(String),
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Pid(pid) => write!(f, "pid {pid}"),
+            Target::Cgroup(path) => write!(f, "cgroup {}", path.display()),
+            Target::Container(name) => write!(f, "container {name}"),
+        }
+    }
+}
+
+/// How the BPF programs recognise the target's tasks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Filter {
+    /// Tasks whose cgroup v2 ancestor at depth `level` has id `id`.
+    Cgroup {
+        /// cgroup v2 id: inode number of the cgroup directory.
+        id: u64,
+        /// Depth of the directory below the cgroup2 root (root = 0).
+        level: u32,
+    },
+    /// Tasks whose tgid is in the set (kept current by the collector).
+    Pids(BTreeSet<u32>),
+}
+
+/// Where the current list of the target's processes comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum PidSource {
+    /// A single process (gone when `/proc/PID` is gone).
+    Process(u32),
+    /// `cgroup.procs` of this directory and of all its descendants (v2 or v1).
+    CgroupTree(PathBuf),
+}
+
+/// A target resolved against the running system.
+#[derive(Debug, Clone)]
+pub struct ResolvedTarget {
+    /// The target as the user named it, e.g. `container navree` (goes to `Meta::target`).
+    pub description: String,
+    /// The kernel-side filter.
+    pub filter: Filter,
+    /// The cgroup v2 directory of the target, when it has one of its own.
+    pub cgroup_dir: Option<PathBuf>,
+    /// A process of the target whose root file system is the target's (container init,
+    /// the pid itself); see [`ResolvedTarget::path_in_root`].
+    pub main_pid: u32,
+    source: PidSource,
+}
+
+impl Target {
+    /// Resolves the target. Blocking; for a container it talks to the Docker engine on its
+    /// local socket (negotiating the API version: Debian's engine speaks 1.41) on a
+    /// private single-threaded runtime, so it must not be called from inside an async
+    /// runtime.
+    ///
+    /// Errors: [`TargetError::NoSuchPid`], [`TargetError::NotACgroup`],
+    /// [`TargetError::ContainerNotFound`] (listing the running containers), ...
+    pub fn resolve(&self) -> Result<ResolvedTarget, TargetError> {
+        let description = self.to_string();
+        match self {
+            Target::Pid(pid) => {
+                let pid = *pid;
+                if pid == 0 || !process_is_live(pid) {
+                    return Err(TargetError::NoSuchPid(pid));
+                }
+                Ok(ResolvedTarget {
+                    description,
+                    filter: Filter::Pids(BTreeSet::from([pid])),
+                    cgroup_dir: None,
+                    main_pid: pid,
+                    source: PidSource::Process(pid),
+                })
+            }
+            Target::Cgroup(path) => {
+                let mount = cgroup2_mount()?;
+                let dir = if path.starts_with(&mount) { path.clone() } else { join_inside(&mount, path)? };
+                let not_a_cgroup = || TargetError::NotACgroup { path: path.clone(), mount: mount.clone() };
+                if !dir.join("cgroup.procs").is_file() {
+                    return Err(not_a_cgroup());
+                }
+                let level = cgroup_level(&mount, &dir).ok_or_else(not_a_cgroup)?;
+                let id = fs::metadata(&dir).map_err(io_err(&dir))?.ino();
+                let source = PidSource::CgroupTree(dir.clone());
+                let main_pid = source.pids()?.into_iter().next().unwrap_or(0);
+                Ok(ResolvedTarget { description, filter: Filter::Cgroup { id, level }, cgroup_dir: Some(dir), main_pid, source })
+            }
+            Target::Container(name) => {
+                let pid = container_pid(name)?;
+                resolve_process_cgroup(description, pid)
+            }
+        }
+    }
+}
+
+/// Resolves the cgroup of process `pid` (a container's init): cgroup v2 filter when its
+/// `0::` line names a cgroup of its own, else the pid set of its cgroup v1 tree.
+fn resolve_process_cgroup(description: String, pid: u32) -> Result<ResolvedTarget, TargetError> {
+    let cgroup_file = PathBuf::from(format!("/proc/{pid}/cgroup"));
+    let text = fs::read_to_string(&cgroup_file).map_err(io_err(&cgroup_file))?;
+    let v2_path = text.lines().find_map(|l| l.strip_prefix("0::")).map(str::to_owned);
+    if let Some(rel) = v2_path.filter(|p| p != "/") {
+        let mount = cgroup2_mount()?;
+        let dir = join_inside(&mount, Path::new(&rel))?;
+        let level = cgroup_level(&mount, &dir)
+            .ok_or_else(|| TargetError::NotACgroup { path: dir.clone(), mount: mount.clone() })?;
+        let id = fs::metadata(&dir).map_err(io_err(&dir))?.ino();
+        return Ok(ResolvedTarget {
+            description,
+            filter: Filter::Cgroup { id, level },
+            cgroup_dir: Some(dir.clone()),
+            main_pid: pid,
+            source: PidSource::CgroupTree(dir),
+        });
+    }
+    // cgroup v1 only: the `pids` (or any named) hierarchy lists the container's processes.
+    let v1 = text
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            Some((controllers.to_owned(), path.to_owned()))
+        })
+        .find(|(c, p)| c.split(',').any(|c| c == "pids" || c == "cpuacct" || c == "memory") && p != "/");
+    let source = match v1 {
+        Some((controllers, rel)) => {
+            let controller = controllers.split(',').next().unwrap_or_default().to_owned();
+            let dir = join_inside(&PathBuf::from("/sys/fs/cgroup").join(controller), Path::new(&rel))?;
+            PidSource::CgroupTree(dir)
+        }
+        None => PidSource::Process(pid),
+    };
+    let pids = source.pids()?;
+    Ok(ResolvedTarget { description, filter: Filter::Pids(pids), cgroup_dir: None, main_pid: pid, source })
+}
+
+impl ResolvedTarget {
+    /// The target's processes right now (host pids). Empty when the target is gone.
+    pub fn pids(&self) -> Result<BTreeSet<u32>, TargetError> {
+        self.source.pids()
+    }
+
+    /// For a [`Filter::Pids`] target: re-reads the process set and returns it when it
+    /// changed (the collector then updates `target_pids`). `None` for a cgroup filter, which
+    /// follows new processes by itself.
+    pub fn refresh_pids(&mut self) -> Result<Option<BTreeSet<u32>>, TargetError> {
+        let Filter::Pids(current) = &mut self.filter else { return Ok(None) };
+        let fresh = self.source.pids()?;
+        if &fresh == current {
+            return Ok(None);
+        }
+        *current = fresh.clone();
+        Ok(Some(fresh))
+    }
+
+    /// True while the target has at least one live process.
+    pub fn is_alive(&self) -> bool {
+        self.source.pids().map(|p| !p.is_empty()).unwrap_or(false)
+    }
+
+    /// CPU time the target has used so far, ns: `usage_usec` of its cgroup v2 `cpu.stat`
+    /// (all its processes, exited ones included), or for a process `utime + stime` of
+    /// `/proc/PID/stat` (all threads; clock ticks converted with `_SC_CLK_TCK`).
+    /// `None` when it cannot be read (the process is gone).
+    pub fn cpu_time_ns(&self) -> Option<u64> {
+        if let Some(dir) = &self.cgroup_dir {
+            let text = fs::read_to_string(dir.join("cpu.stat")).ok()?;
+            let usec: u64 = text.lines().find_map(|l| l.strip_prefix("usage_usec "))?.trim().parse().ok()?;
+            return Some(usec * 1000);
+        }
+        let pids = self.source.pids().ok()?;
+        let mut total = 0;
+        for pid in pids {
+            total += process_cpu_ns(pid)?;
+        }
+        Some(total)
+    }
+
+    /// The host path under which `path` (absolute, as the target's process sees it) can be
+    /// read: `/proc/<main_pid>/root/<path>`. The kernel resolves it in the process's mount
+    /// namespace, so no host path is built from container-controlled strings.
+    /// Errors: [`TargetError::BadPath`] when `path` is relative or contains `..`.
+    pub fn path_in_root(&self, path: &str) -> Result<PathBuf, TargetError> {
+        join_inside(&PathBuf::from(format!("/proc/{}/root", self.main_pid)), Path::new(path))
+            .map_err(|_| TargetError::BadPath(path.to_owned()))
+    }
+}
+
+impl PidSource {
+    fn pids(&self) -> Result<BTreeSet<u32>, TargetError> {
+        match self {
+            PidSource::Process(pid) => Ok(if process_is_live(*pid) { BTreeSet::from([*pid]) } else { BTreeSet::new() }),
+            PidSource::CgroupTree(dir) => {
+                let mut pids = BTreeSet::new();
+                collect_cgroup_procs(dir, &mut pids)?;
+                Ok(pids)
+            }
+        }
+    }
+}
+
+fn collect_cgroup_procs(dir: &Path, pids: &mut BTreeSet<u32>) -> Result<(), TargetError> {
+    let procs = dir.join("cgroup.procs");
+    match fs::read_to_string(&procs) {
+        Ok(text) => pids.extend(text.lines().filter_map(|l| l.trim().parse::<u32>().ok())),
+        // The cgroup was removed (container stopped): no processes.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(TargetError::Io { path: procs, source: e }),
+    }
+    let Ok(entries) = fs::read_dir(dir) else { return Ok(()) };
+    for entry in entries.flatten() {
+        if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            collect_cgroup_procs(&entry.path(), pids)?;
+        }
+    }
+    Ok(())
+}
+
+/// True when `/proc/PID/stat` exists and the state (field 3) is not zombie (`Z`) or dead
+/// (`X`): an exited child that its parent has not reaped yet is gone for profiling.
+fn process_is_live(pid: u32) -> bool {
+    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    let state = text.rfind(')').and_then(|i| text[i + 1..].split_whitespace().next());
+    !matches!(state, Some("Z" | "X") | None)
+}
+
+/// `utime + stime` of `/proc/PID/stat` (fields 14 and 15, `man 5 proc`), in ns.
+fn process_cpu_ns(pid: u32) -> Option<u64> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // comm (field 2) may contain spaces and parentheses: split after the last ')'.
+    let rest = &text[text.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3 (state), so field N is at index N - 3.
+    let utime: u64 = fields.get(14 - 3)?.parse().ok()?;
+    let stime: u64 = fields.get(15 - 3)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let ticks = if ticks > 0 { ticks as u64 } else { 100 };
+    Some((utime + stime) * 1_000_000_000 / ticks)
+}
+
+/// Mount point of the cgroup2 file system, from `/proc/self/mountinfo` (format:
+/// `Documentation/filesystems/proc.rst`, "/proc/<pid>/mountinfo"): `/sys/fs/cgroup` on
+/// unified hosts, `/sys/fs/cgroup/unified` on hybrid ones.
+pub fn cgroup2_mount() -> Result<PathBuf, TargetError> {
+    let path = Path::new("/proc/self/mountinfo");
+    let text = fs::read_to_string(path).map_err(io_err(path))?;
+    for line in text.lines() {
+        // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS
+        let Some((left, right)) = line.split_once(" - ") else { continue };
+        if right.split_whitespace().next() == Some("cgroup2") {
+            if let Some(mount_point) = left.split_whitespace().nth(4) {
+                return Ok(PathBuf::from(unescape_mountinfo(mount_point)));
+            }
+        }
+    }
+    Err(TargetError::NoCgroup2)
+}
+
+/// mountinfo escapes space, tab, newline and backslash as `\ooo` octal.
+fn unescape_mountinfo(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && i + 3 < bytes.len() && bytes[i + 1..i + 4].iter().all(|b| (b'0'..=b'7').contains(b)) {
+            let v = (bytes[i + 1] - b'0') * 64 + (bytes[i + 2] - b'0') * 8 + (bytes[i + 3] - b'0');
+            out.push(v);
+            i += 4;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Depth of `dir` below the cgroup2 root `mount` (the root is level 0).
+fn cgroup_level(mount: &Path, dir: &Path) -> Option<u32> {
+    let rel = dir.strip_prefix(mount).ok()?;
+    Some(rel.components().filter(|c| matches!(c, Component::Normal(_))).count() as u32)
+}
+
+/// `base` joined with `inner` (absolute or relative), refusing `..` and other
+/// non-normal components so the result cannot leave `base` lexically.
+fn join_inside(base: &Path, inner: &Path) -> Result<PathBuf, TargetError> {
+    let mut out = base.to_path_buf();
+    for component in inner.components() {
+        match component {
+            Component::RootDir | Component::CurDir => {}
+            Component::Normal(part) => out.push(part),
+            Component::ParentDir | Component::Prefix(_) => {
+                return Err(TargetError::BadPath(inner.display().to_string()))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `State.Pid` of a running container, via the Docker engine API.
+fn container_pid(name: &str) -> Result<u32, TargetError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| TargetError::Io { path: PathBuf::from("tokio runtime"), source: e })?;
+    runtime.block_on(async {
+        let docker = bollard::Docker::connect_with_local_defaults()?.negotiate_version().await?;
+        let inspect = match docker.inspect_container(name, None::<bollard::query_parameters::InspectContainerOptions>).await {
+            Ok(inspect) => inspect,
+            Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => {
+                let running = docker
+                    .list_containers(None::<bollard::query_parameters::ListContainersOptions>)
+                    .await?
+                    .into_iter()
+                    .filter_map(|c| c.names.and_then(|n| n.first().cloned()))
+                    .map(|n| n.trim_start_matches('/').to_owned())
+                    .collect();
+                return Err(TargetError::ContainerNotFound { name: name.to_owned(), running });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let state = inspect.state.unwrap_or_default();
+        match state.pid {
+            Some(pid) if pid > 0 && state.running == Some(true) => Ok(pid as u32),
+            _ => Err(TargetError::ContainerNotRunning(name.to_owned())),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn join_inside_refuses_parent_components() {
+        assert_eq!(join_inside(Path::new("/proc/1/root"), Path::new("/etc/passwd")).unwrap(), PathBuf::from("/proc/1/root/etc/passwd"));
+        assert!(join_inside(Path::new("/proc/1/root"), Path::new("/../../etc/shadow")).is_err());
+        assert!(join_inside(Path::new("/sys/fs/cgroup"), Path::new("a/../../b")).is_err());
+    }
+
+    #[test]
+    fn cgroup_level_counts_components() {
+        assert_eq!(cgroup_level(Path::new("/sys/fs/cgroup/unified"), Path::new("/sys/fs/cgroup/unified")), Some(0));
+        assert_eq!(cgroup_level(Path::new("/sys/fs/cgroup/unified"), Path::new("/sys/fs/cgroup/unified/docker/abc")), Some(2));
+        assert_eq!(cgroup_level(Path::new("/sys/fs/cgroup/unified"), Path::new("/tmp")), None);
+    }
+
+    #[test]
+    fn mountinfo_octal_escapes() {
+        assert_eq!(unescape_mountinfo(r"/mnt/a\040b"), "/mnt/a b");
+        assert_eq!(unescape_mountinfo("/sys/fs/cgroup"), "/sys/fs/cgroup");
+    }
+
+    #[test]
+    fn own_process_cpu_time_matches_getrusage() {
+        // Burn some CPU so the counters move, then compare with the kernel's getrusage.
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        while start.elapsed().as_millis() < 200 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        let ours = process_cpu_ns(std::process::id()).unwrap();
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: usage is a valid out pointer.
+        assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) }, 0);
+        let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+        let kernel = tv(usage.ru_utime) + tv(usage.ru_stime);
+        // /proc/PID/stat has clock-tick (10 ms) resolution.
+        assert!(ours.abs_diff(kernel) <= 30_000_000, "stat {ours} ns vs getrusage {kernel} ns");
+        assert!(ours >= 150_000_000, "burned 200 ms but stat says {ours} ns");
+    }
+}

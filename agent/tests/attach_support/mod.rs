@@ -1,0 +1,129 @@
+//! Helpers shared by the `attach_*` known-answer tests: locating the example binaries,
+//! spawning them, and mapping function symbols of an ELF file to the address ranges they
+//! occupy in a running process (ELF symbol table via `object`, load address from
+//! `/proc/PID/maps`), so that raw sampled addresses can be checked without the symbolizer
+//! under test.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use object::{Object, ObjectSegment, ObjectSymbol};
+
+/// Path of a known-answer example built by `cargo build --release --all-targets`
+/// (`target/release/examples/NAME`, next to this test's `deps/` directory). Panics with a
+/// clear message when it is missing: the test must not silently skip.
+pub fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>");
+    let path = profile_dir.join("examples").join(name);
+    assert!(path.is_file(), "{} is missing: build it with `cargo build --release -p agent --examples`", path.display());
+    path
+}
+
+/// A spawned example with line-based stdin/stdout; killed on drop.
+pub struct Spawned {
+    pub child: Child,
+    pub stdin: Option<ChildStdin>,
+    pub stdout: BufReader<ChildStdout>,
+}
+
+impl Spawned {
+    pub fn new(path: &Path, args: &[&str]) -> Self {
+        let mut child = Command::new(path)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawning {}: {e}", path.display()));
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        Spawned { child, stdin, stdout }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Reads one line from the child's stdout (panics at EOF).
+    pub fn read_line(&mut self) -> String {
+        let mut line = String::new();
+        let n = self.stdout.read_line(&mut line).expect("reading child stdout");
+        assert!(n > 0, "child closed stdout");
+        line.trim_end().to_owned()
+    }
+
+    /// Writes one line to the child's stdin.
+    pub fn send_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin");
+        writeln!(stdin, "{line}").expect("writing child stdin");
+        stdin.flush().expect("flush");
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runtime address ranges of the named function symbols of `elf` in process `pid`.
+/// `map_path_suffix` picks the mapping (`/proc/PID/maps` shows the path as the process
+/// sees it, e.g. inside a container).
+pub fn function_ranges(elf: &Path, pid: u32, map_path_suffix: &str, symbols: &[&str]) -> Vec<Range<u64>> {
+    let data = std::fs::read(elf).unwrap_or_else(|e| panic!("reading {}: {e}", elf.display()));
+    let file = object::File::parse(&*data).expect("parsing ELF");
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("reading /proc/PID/maps");
+    // (start, end, file offset) of the file's mappings.
+    let mappings: Vec<(u64, u64, u64)> = maps
+        .lines()
+        .filter(|l| l.ends_with(map_path_suffix))
+        .map(|l| {
+            let mut f = l.split_whitespace();
+            let (range, _perms, offset) = (f.next().unwrap(), f.next().unwrap(), f.next().unwrap());
+            let (s, e) = range.split_once('-').unwrap();
+            (
+                u64::from_str_radix(s, 16).unwrap(),
+                u64::from_str_radix(e, 16).unwrap(),
+                u64::from_str_radix(offset, 16).unwrap(),
+            )
+        })
+        .collect();
+    assert!(!mappings.is_empty(), "no mapping of {map_path_suffix} in /proc/{pid}/maps");
+    symbols
+        .iter()
+        .map(|name| {
+            let sym = file
+                .symbols()
+                .find(|s| s.name() == Ok(*name))
+                .unwrap_or_else(|| panic!("symbol {name} not in {}", elf.display()));
+            assert!(sym.size() > 0, "symbol {name} has no size");
+            let vaddr = sym.address();
+            let segment = file
+                .segments()
+                .find(|seg| seg.address() <= vaddr && vaddr < seg.address() + seg.size())
+                .expect("segment of the symbol");
+            let file_offset = vaddr - segment.address() + segment.file_range().0;
+            let &(start, _, map_offset) = mappings
+                .iter()
+                .find(|(s, e, off)| *off <= file_offset && file_offset < off + (e - s))
+                .expect("mapping holding the symbol");
+            let runtime = start + (file_offset - map_offset);
+            runtime..runtime + sym.size()
+        })
+        .collect()
+}
+
+/// Index of the first range holding a frame of `user` (leaf first). The leaf is an
+/// instruction pointer; the other frames are return addresses, so 1 is subtracted to land
+/// inside the calling instruction.
+pub fn first_frame_in(user: &[u64], ranges: &[Range<u64>]) -> Option<usize> {
+    user.iter().enumerate().find_map(|(i, &addr)| {
+        let pc = if i == 0 { addr } else { addr - 1 };
+        ranges.iter().position(|r| r.contains(&pc))
+    })
+}
