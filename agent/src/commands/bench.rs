@@ -1,0 +1,383 @@
+//! `profiler bench`: the bundled CRM benchmark end to end, with the agent attached.
+//!
+//! Builds target-app (unless `--skip-build`) and its image, starts a throwaway PostgreSQL
+//! and the app, runs the conformance gate, then per test a warm-up, `--runs` measured runs and
+//! one profiled run (see [`bench::run`]). Writes `results.json`, one folder per test with the
+//! attach outputs, and `index.html` into `--out`, and prints the summary table. Exit status: 0
+//! when every run was clean, 1 when any request failed, 2 on error.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use bench::load::Test;
+use bench::results::BenchResults;
+use bench::run::{AppTarget, BenchOptions, ProfileHook, ProfileSession, Progress};
+use clap::Parser;
+
+use crate::collect;
+use crate::render;
+use crate::symbolize;
+use crate::target::Target;
+
+/// Arguments of `profiler bench`.
+#[derive(Debug, Clone, Parser)]
+pub struct Args {
+    /// Output folder. Default is `reports/<UTC date-time>-bench/`.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Tests to run, comma-separated: json, db, queries, deals-list, deals-create. Default is all five.
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<Test>,
+    /// Measured runs per test; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    pub runs: u32,
+    /// Length of each measured (and of the profiled) run, s.
+    #[arg(long, default_value_t = 15)]
+    pub duration: u64,
+    /// Warm-up per test, s.
+    #[arg(long, default_value_t = 10)]
+    pub warmup: u64,
+    /// wrk connections. Default is 64, the app's pool size, which keeps the pool busy without
+    /// queueing most requests on it on a 2-CPU machine.
+    #[arg(long, default_value_t = 64)]
+    pub connections: u32,
+    /// wrk threads. Default is the number of CPUs in `--load-cpus`.
+    #[arg(long)]
+    pub threads: Option<u32>,
+    /// CPUs of the app. Default: `0` on a 2-CPU machine, else the first half.
+    #[arg(long)]
+    pub app_cpus: Option<String>,
+    /// CPUs of wrk. Default: `1` on a 2-CPU machine, else the second half.
+    #[arg(long)]
+    pub load_cpus: Option<String>,
+    /// CPUs of PostgreSQL (the throwaway server). Default: the same as `--load-cpus`.
+    #[arg(long)]
+    pub pg_cpus: Option<String>,
+    /// `CRM_COSTS` for the app: `all`, `none`, a list, or `all,-name`.
+    #[arg(long, default_value = "all")]
+    pub costs: String,
+    /// Database pool size of the app (the seed's method: 64).
+    #[arg(long, default_value_t = 64)]
+    pub pool_size: u32,
+    /// Container name.
+    #[arg(long, default_value = "navree")]
+    pub name: String,
+    /// Run the app as a pinned process in a cgroup of its own instead of in Docker.
+    #[arg(long)]
+    pub no_docker: bool,
+    /// Use this PostgreSQL database (already seeded) instead of a throwaway server.
+    #[arg(long)]
+    pub database_url: Option<String>,
+    /// The target-app binary. Default: `target-app` beside this `profiler` binary.
+    #[arg(long)]
+    pub app_binary: Option<PathBuf>,
+    /// Do not run `cargo build --release -p target-app` first, and reuse an existing image.
+    #[arg(long)]
+    pub skip_build: bool,
+    /// One short run per test (5 s, 2 s warm-up), the whole run in about two minutes.
+    #[arg(long)]
+    pub smoke: bool,
+    /// Re-measure the first test at the end and report the difference.
+    #[arg(long)]
+    pub drift: bool,
+    /// No profiled runs (measure only).
+    #[arg(long)]
+    pub no_profile: bool,
+    /// Sampling frequency of the profiled runs, Hz.
+    #[arg(long, default_value_t = 99)]
+    pub frequency: u64,
+    /// Start the database and the app, print the attach command line, wait for Ctrl-C.
+    #[arg(long)]
+    pub serve: bool,
+    /// Shared JWT secret of the app and the load scripts.
+    #[arg(long, default_value = bench::DEFAULT_JWT_SECRET)]
+    pub jwt_secret: String,
+}
+
+/// Progress on stderr: one line per step, with its duration when it ends.
+struct StderrProgress {
+    started: Mutex<Option<Instant>>,
+}
+
+impl Progress for StderrProgress {
+    fn step(&self, message: &str, expected: Duration) {
+        *self.started.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        if expected.is_zero() {
+            eprintln!("bench: {message} ...");
+        } else {
+            eprintln!("bench: {message} (about {} s) ...", expected.as_secs().max(1));
+        }
+    }
+
+    fn done(&self, message: &str) {
+        let took = self.started.lock().unwrap_or_else(|e| e.into_inner()).take().map(|t| t.elapsed());
+        match took {
+            Some(t) => eprintln!("bench:   {message} [{:.1} s]", t.as_secs_f64()),
+            None => eprintln!("bench:   {message}"),
+        }
+    }
+}
+
+/// The agent attached for one profiled run: collection in a thread, stopped by `finish`.
+struct AgentSession {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<Result<(u64, String), String>>,
+}
+
+impl ProfileSession for AgentSession {
+    fn finish(self: Box<Self>) -> Result<(u64, String), String> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.join().map_err(|_| "the profiling thread panicked".to_string())?
+    }
+}
+
+/// Attaches the agent (on-CPU, off-CPU, syscalls) to the app for each profiled run.
+struct AgentHook {
+    frequency_hz: u64,
+}
+
+impl ProfileHook for AgentHook {
+    fn start(&self, target: &AppTarget, test: Test, out_dir: &Path, expected: Duration) -> Result<Box<dyn ProfileSession>, String> {
+        let t = match (&target.container, &target.cgroup) {
+            (Some(name), _) => Target::Container(name.clone()),
+            (None, Some(cg)) => Target::Cgroup(cg.clone()),
+            (None, None) => Target::Pid(target.pid),
+        };
+        let options = collect::Options { frequency_hz: self.frequency_hz, ..Default::default() };
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let out = out_dir.to_path_buf();
+        let (attached_tx, attached_rx) = mpsc::channel::<()>();
+        // Target::resolve talks to Docker on a runtime of its own: it must run outside ours.
+        let handle = std::thread::spawn(move || -> Result<(u64, String), String> {
+            let mut resolved = t.resolve().map_err(|e| format!("{e:#}"))?;
+            let mut signalled = false;
+            // The collection ends when `finish` raises the flag (the run is over); the long
+            // deadline is only a guard.
+            let guard = expected * 4 + Duration::from_secs(60);
+            let (mut raw, reason) = collect::run(&mut resolved, &options, guard, &flag, |_| {
+                if !signalled {
+                    signalled = true;
+                    let _ = attached_tx.send(());
+                }
+            })
+            .map_err(|e| format!("{e:#}"))?;
+            if reason == collect::StopReason::Interrupted && raw.meta.partial.as_deref() == Some("interrupted (Ctrl-C)") {
+                // Stopped by us at the end of the load run: the profile is complete.
+                raw.meta.partial = None;
+            }
+            let profile = symbolize::symbolize(raw);
+            render::write_all(&profile, &out).map_err(|e| format!("{e:#}"))?;
+            let samples = profile.on_cpu.iter().map(|c| c.count).sum();
+            Ok((samples, render::summary(&profile)))
+        });
+        // Wait until the programs are attached (first tick) or the thread failed.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match attached_rx.recv_timeout(Duration::from_millis(20)) {
+                Ok(()) => break,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return match handle.join() {
+                        Ok(Err(e)) => Err(e),
+                        Ok(Ok(_)) => Err("the collection ended before the run started".into()),
+                        Err(_) => Err("the profiling thread panicked".into()),
+                    };
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() > deadline => {
+                    stop.store(true, Ordering::Relaxed);
+                    return Err(format!("{test}: the agent did not attach within 30 s"));
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+        }
+        Ok(Box::new(AgentSession { stop, handle }))
+    }
+}
+
+/// CPU lists for app and load on this machine: halves of the online CPUs (`0` and `1` on 2 CPUs).
+fn default_cpus() -> (String, String) {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if n <= 1 {
+        return ("0".into(), "0".into());
+    }
+    let half = n / 2;
+    let app = if half == 1 { "0".to_string() } else { format!("0-{}", half - 1) };
+    let load = if n - half == 1 { format!("{half}") } else { format!("{half}-{}", n - 1) };
+    (app, load)
+}
+
+/// Number of CPUs in a list like `0`, `1-3`, `0,2-3`.
+fn cpu_count(list: &str) -> u32 {
+    list.split(',')
+        .map(|part| match part.split_once('-') {
+            Some((a, b)) => b.trim().parse::<u32>().unwrap_or(0).saturating_sub(a.trim().parse().unwrap_or(0)) + 1,
+            None => u32::from(!part.trim().is_empty()),
+        })
+        .sum::<u32>()
+        .max(1)
+}
+
+fn workspace_root() -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?.to_path_buf();
+    root.join("Cargo.toml").is_file().then_some(root)
+}
+
+fn options(args: &Args) -> Result<BenchOptions> {
+    let (app_default, load_default) = default_cpus();
+    let app_cpus = args.app_cpus.clone().unwrap_or(app_default);
+    let load_cpus = args.load_cpus.clone().unwrap_or(load_default);
+    let pg_cpus = Some(args.pg_cpus.clone().unwrap_or_else(|| load_cpus.clone()));
+    let threads = args.threads.unwrap_or_else(|| cpu_count(&load_cpus));
+    let (runs, duration, warmup) = if args.smoke { (1, 5, 2) } else { (args.runs, args.duration, args.warmup) };
+    if runs == 0 || duration == 0 {
+        bail!("--runs and --duration must be at least 1");
+    }
+    let app_binary = match &args.app_binary {
+        Some(p) => p.clone(),
+        None => std::env::current_exe().context("locating the profiler binary")?.with_file_name("target-app"),
+    };
+    let out_dir = match &args.out {
+        Some(p) => p.clone(),
+        None => PathBuf::from("reports").join(format!("{}-bench", chrono::Utc::now().format("%Y%m%dT%H%M%SZ"))),
+    };
+    Ok(BenchOptions {
+        out_dir,
+        tests: if args.only.is_empty() { Test::ALL.to_vec() } else { args.only.clone() },
+        runs,
+        duration: Duration::from_secs(duration),
+        warmup: Duration::from_secs(warmup),
+        connections: args.connections,
+        threads,
+        app_cpus,
+        load_cpus,
+        pg_cpus,
+        costs: args.costs.clone(),
+        pool_size: args.pool_size,
+        name: args.name.clone(),
+        docker: !args.no_docker,
+        database_url: args.database_url.clone(),
+        app_binary,
+        rebuild_image: !args.skip_build,
+        drift: args.drift,
+        jwt_secret: args.jwt_secret.clone(),
+        frequency_hz: args.frequency,
+        smoke: args.smoke,
+        request_timeout: Duration::from_secs(10),
+    })
+}
+
+fn build_app(progress: &dyn Progress) -> Result<()> {
+    let Some(root) = workspace_root() else {
+        // An installed profiler without its sources: use --app-binary.
+        return Ok(());
+    };
+    progress.step("cargo build --release -p target-app", Duration::ZERO);
+    let status = std::process::Command::new("cargo")
+        .args(["build", "--release", "-p", "target-app"])
+        .current_dir(&root)
+        .status()
+        .context("running cargo (is the Rust toolchain on PATH?)")?;
+    if !status.success() {
+        bail!("cargo build --release -p target-app failed ({status})");
+    }
+    progress.done("target-app built");
+    Ok(())
+}
+
+fn write_outputs(results: &BenchResults, out: &Path) -> Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let json = serde_json::to_string_pretty(results).context("serializing results.json")?;
+    std::fs::write(out.join("results.json"), json + "\n").with_context(|| format!("writing {}", out.join("results.json").display()))?;
+    let html = render::html::bench_page(results, None);
+    std::fs::write(out.join("index.html"), html).with_context(|| format!("writing {}", out.join("index.html").display()))?;
+    Ok(())
+}
+
+/// Runs `profiler bench`. Returns the process exit code (0 clean, 1 failed requests).
+pub fn run(args: Args) -> Result<u8> {
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("profiler bench must run as root (eBPF, Docker and cgroups need it): sudo profiler bench");
+    }
+    let opts = options(&args)?;
+    let progress = StderrProgress { started: Mutex::new(None) };
+    if !args.skip_build && args.app_binary.is_none() {
+        build_app(&progress)?;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the async runtime")?;
+
+    if args.serve {
+        return runtime.block_on(async {
+            let mut env = bench::run::Environment::start(&opts, &progress).await?;
+            let attach = match &env.target.container {
+                Some(name) => format!("sudo profiler attach --container {name}"),
+                None => format!("sudo profiler attach --cgroup {}", env.target.cgroup.as_ref().map_or(String::new(), |c| c.display().to_string())),
+            };
+            eprintln!("bench: serving at {}; database {}", env.target.base_url, env.database_url);
+            println!("{attach}");
+            eprintln!("bench: Ctrl-C stops the app and the database");
+            let _ = tokio::signal::ctrl_c().await;
+            env.shutdown().await;
+            Ok(0)
+        });
+    }
+
+    let hook = AgentHook { frequency_hz: args.frequency };
+    let hook_ref: Option<&dyn ProfileHook> = if args.no_profile { None } else { Some(&hook) };
+    let results = Arc::new(Mutex::new(BenchResults::default()));
+    let outcome = runtime.block_on(async {
+        tokio::select! {
+            r = bench::run::run(&opts, hook_ref, &progress, results.clone()) => r.map_err(anyhow::Error::from),
+            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted (Ctrl-C)")),
+        }
+    });
+    // Whatever happened, write what was measured. On Ctrl-C the select dropped the run; stop
+    // whatever it had started (the container by name; the database is removed by its Drop).
+    if outcome.is_err() {
+        let name = opts.name.clone();
+        let docker = opts.docker;
+        runtime.block_on(async move {
+            if docker {
+                if let Ok(d) = bench::docker::connect().await {
+                    let _ = bench::docker::remove_container(&d, &name).await;
+                }
+            }
+        });
+    }
+    let results = results.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let measured_anything = !results.tests.is_empty() || results.conformance.passed + results.conformance.failed > 0;
+    if measured_anything {
+        write_outputs(&results, &opts.out_dir)?;
+        print!("{}", results.summary_table());
+        eprintln!("bench: wrote {}", opts.out_dir.join("index.html").display());
+    }
+    outcome?;
+    if results.failed_requests() > 0 {
+        eprintln!("bench: {} requests failed: see results.json", results.failed_requests());
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(cpu_count("0"), 1);
+        assert_eq!(cpu_count("1-3"), 3);
+        assert_eq!(cpu_count("0,2-3"), 3);
+    }
+
+    #[test]
+    fn smoke_settings() {
+        let args = Args::parse_from(["bench", "--smoke", "--only", "json,db"]);
+        let o = options(&args).unwrap();
+        assert_eq!((o.runs, o.duration.as_secs(), o.warmup.as_secs()), (1, 5, 2));
+        assert_eq!(o.tests, vec![Test::Json, Test::Db]);
+    }
+}

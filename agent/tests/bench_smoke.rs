@@ -1,0 +1,51 @@
+//! `profiler bench --smoke` end to end, for real: throwaway PostgreSQL, the app in Docker, the
+//! conformance gate, five tests with the agent attached. Runs as root in CI (scripts/test builds
+//! the workspace first, so `target-app` sits beside `profiler`).
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+#[test]
+fn bench_smoke_measures_and_profiles_all_five_tests() {
+    let out = tempfile::tempdir().unwrap();
+    let profiler = env!("CARGO_BIN_EXE_profiler");
+    let app = Path::new(profiler).with_file_name("target-app");
+    assert!(app.is_file(), "{} missing: build the workspace first (scripts/test does)", app.display());
+    let status = Command::new(profiler)
+        .args(["bench", "--smoke", "--skip-build", "--name", "profiler-ci-bench", "--out"])
+        .arg(out.path())
+        .status()
+        .expect("run profiler bench");
+    assert!(status.success(), "profiler bench --smoke exited with {status}");
+
+    let results: Value = serde_json::from_str(&std::fs::read_to_string(out.path().join("results.json")).unwrap()).unwrap();
+    assert!(results["conformance"]["passed"].as_u64().unwrap() >= 150, "{}", results["conformance"]);
+    assert_eq!(results["conformance"]["failed"], 0);
+    assert!(results["time_to_ready_ms"].as_f64().unwrap() > 0.0);
+    let tests = results["tests"].as_array().unwrap();
+    let names: Vec<&str> = tests.iter().map(|t| t["test"].as_str().unwrap()).collect();
+    assert_eq!(names, ["json", "db", "queries", "deals-list", "deals-create"]);
+    for t in tests {
+        let name = t["test"].as_str().unwrap();
+        assert!(t["req_per_s"].as_f64().unwrap() > 0.0, "{name}: no throughput");
+        assert_eq!(t["failed_requests"], 0, "{name}: failed requests");
+        assert!(t["profile_error"].is_null(), "{name}: {}", t["profile_error"]);
+        let profiled = &t["profiled"];
+        assert!(profiled["samples"].as_u64().unwrap() > 0, "{name}: no samples");
+        let dir = out.path().join(name);
+        for f in ["flamegraph.svg", "stacks.folded", "profile.json"] {
+            let p = dir.join(f);
+            assert!(p.is_file() && std::fs::metadata(&p).unwrap().len() > 0, "{name}: {} missing or empty", p.display());
+        }
+    }
+    let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
+    for id in ["throughput", "latency", "cpu"] {
+        assert!(html.contains(&format!("<svg id=\"{id}\"")), "index.html lacks the {id} chart");
+    }
+    assert!(html.contains("json/flamegraph.svg"));
+    // Nothing left running: the container is gone.
+    let ps = Command::new("docker").args(["ps", "-a", "--format", "{{.Names}}"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&ps.stdout).lines().any(|n| n == "profiler-ci-bench"));
+}
