@@ -26,16 +26,19 @@ struct Cli {
 enum Command {
     /// Re-render a recorded profile (flamegraphs, folded stacks, pprof, syscalls, summary).
     Report(commands::report::Args),
+    /// Run the bundled CRM benchmark with the agent attached (the main job).
+    Bench(commands::bench::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
     let result = match cli.command {
-        Command::Report(args) => commands::report::run(args),
+        Command::Report(args) => commands::report::run(args).map(|()| 0),
+        Command::Bench(args) => commands::bench::run(args),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(err) if commands::is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("profiler: error: {err:#}");
