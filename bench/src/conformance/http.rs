@@ -44,10 +44,10 @@ impl Resp {
         format!("{} {} -> {}", self.method, self.target, self.status)
     }
 
-    /// The first 300 bytes of the body, lossily decoded.
+    /// The first 200 bytes of the body, lossily decoded, whitespace runs folded to one space.
     pub fn body_head(&self) -> String {
-        let n = self.body.len().min(300);
-        let mut s = String::from_utf8_lossy(&self.body[..n]).into_owned();
+        let n = self.body.len().min(200);
+        let mut s = String::from_utf8_lossy(&self.body[..n]).split_whitespace().collect::<Vec<_>>().join(" ");
         if self.body.len() > n {
             s.push_str("...");
         }
@@ -142,7 +142,9 @@ pub async fn raw(addr: &str, host: &str, method: &str, target: &str, headers: &[
     }
     wr.write_all(head.as_bytes()).await.map_err(|e| format!("{what}: write head: {e}"))?;
 
-    let writer = async move {
+    // The writer runs as its own task: it may fail (the server answered and closed early)
+    // or finish long before the response is complete; either way the reader decides.
+    let writer = tokio::spawn(async move {
         match body {
             RawBody::Announced { bytes, wait, .. } => {
                 tokio::time::sleep(wait).await;
@@ -166,7 +168,7 @@ pub async fn raw(addr: &str, host: &str, method: &str, target: &str, headers: &[
         }
         // Keep the write half open until the reader is done (dropping it would send FIN).
         std::future::pending::<()>().await;
-    };
+    });
     let reader = async {
         let mut buf = Vec::new();
         let mut tmp = vec![0u8; 64 * 1024];
@@ -182,19 +184,15 @@ pub async fn raw(addr: &str, host: &str, method: &str, target: &str, headers: &[
                 }
                 // A reset after the response arrived is normal for a server that closes
                 // with unread request bytes.
-                Err(e) if !buf.is_empty() => {
-                    let _ = e;
-                    break;
-                }
+                Err(_) if !buf.is_empty() => break,
                 Err(e) => return Err(format!("{what}: read: {e}")),
             }
         }
         Ok(buf)
     };
-    let buf = tokio::select! {
-        r = tokio::time::timeout(REQUEST_TIMEOUT, reader) => r.map_err(|_| format!("{what}: no complete response within {} s", REQUEST_TIMEOUT.as_secs()))??,
-        () = writer => unreachable!("the writer never completes"),
-    };
+    let result = tokio::time::timeout(REQUEST_TIMEOUT, reader).await;
+    writer.abort();
+    let buf = result.map_err(|_| format!("{what}: no complete response within {} s", REQUEST_TIMEOUT.as_secs()))??;
     parse_response(&buf, method, target).map_err(|e| format!("{what}: {e}"))
 }
 
