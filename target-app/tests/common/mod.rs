@@ -3,6 +3,9 @@
 
 #![allow(dead_code)]
 
+pub mod pgproxy;
+pub mod uprobes;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
