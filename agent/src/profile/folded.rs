@@ -55,10 +55,10 @@ impl Default for Options {
     }
 }
 
-/// The folded-stack name of one frame: the function name with `;` replaced by `,`, line
+/// The folded-stack name of one frame: [`Frame::display_name`] with `;` replaced by `,`, line
 /// breaks by spaces, and `_[k]` (kernel) or `_[i]` (inlined) appended.
 pub fn frame_name(frame: &Frame) -> String {
-    let mut name = sanitize(&frame.function);
+    let mut name = sanitize(&frame.display_name());
     match frame.kind {
         FrameKind::Kernel => name.push_str("_[k]"),
         FrameKind::User if frame.inlined => name.push_str("_[i]"),

@@ -159,6 +159,19 @@ pub struct Frame {
     pub line: Option<u32>,
 }
 
+impl Frame {
+    /// The name shown in folded stacks, flamegraphs, pprof and summaries: [`Frame::function`],
+    /// or `[unknown] (MODULE)` when nothing resolved but the module is known (perf's
+    /// convention of naming the DSO), e.g. `[unknown] (libfoo.so)`.
+    pub fn display_name(&self) -> std::borrow::Cow<'_, str> {
+        if self.function == "[unknown]" && !self.module.is_empty() {
+            std::borrow::Cow::Owned(format!("[unknown] ({})", self.module))
+        } else {
+            std::borrow::Cow::Borrowed(&self.function)
+        }
+    }
+}
+
 /// An interned stack: indices into [`Profile::frames`], root (thread start) first, leaf last,
 /// kernel frames after user frames (the order of folded stacks).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

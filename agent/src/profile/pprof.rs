@@ -14,7 +14,7 @@
 //!   it become one location with several `Line`s, innermost first as profile.proto asks;
 //!   addresses are not kept in a [`Profile`], so `Location.address` is 0;
 //! - one `Mapping` per module (file name only, no address range), one `Function` per
-//!   distinct (name, file).
+//!   distinct (name, file), named by [`Frame::display_name`].
 //!
 //! [`Meta::frequency_hz`]: super::Meta::frequency_hz
 
@@ -100,7 +100,7 @@ pub fn build(profile: &Profile, kind: Kind) -> protos::Profile {
     let mut mappings: Vec<protos::Mapping> = Vec::new();
     let mut mapping_ids: HashMap<&str, u64> = HashMap::new();
     let mut functions: Vec<protos::Function> = Vec::new();
-    let mut function_ids: HashMap<(&str, Option<&str>), u64> = HashMap::new();
+    let mut function_ids: HashMap<(std::borrow::Cow<'_, str>, Option<&str>), u64> = HashMap::new();
     let mut locations: Vec<protos::Location> = Vec::new();
     // A location is identified by its frame indices (outer first).
     let mut location_ids: HashMap<Vec<u32>, u64> = HashMap::new();
@@ -158,10 +158,10 @@ pub fn build(profile: &Profile, kind: Kind) -> protos::Profile {
                     .rev()
                     .map(|&f| {
                         let frame = &profile.frames[f as usize];
-                        let key = (frame.function.as_str(), frame.file.as_deref());
-                        let function_id = *function_ids.entry(key).or_insert_with(|| {
+                        let key = (frame.display_name(), frame.file.as_deref());
+                        let function_id = *function_ids.entry(key).or_insert_with_key(|key| {
                             let id = functions.len() as u64 + 1;
-                            let name = strings.get(&frame.function);
+                            let name = strings.get(&key.0);
                             functions.push(protos::Function {
                                 id,
                                 name,

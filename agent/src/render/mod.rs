@@ -1,18 +1,47 @@
-//! Renderers: every file `profiler` writes for a profile, and the text summary.
+//! Renderers: every file `profiler` writes for a [`Profile`], and the text summary.
+//!
+//! [`write_all`] writes, into one directory:
+//! - `profile.json`: the profile itself ([`crate::profile::json`]);
+//! - `stacks.folded`, `flamegraph.svg`: on-CPU folded stacks (weights: samples) and their
+//!   flamegraph;
+//! - `offcpu.folded`, `offcpu.svg`: off-CPU folded stacks (weights: µs switched out) and their
+//!   flamegraph;
+//! - `profile.pb.gz`, `offcpu.pb.gz`: pprof files of both halves ([`crate::profile::pprof`]);
+//! - `syscalls.json`: syscall counts, rates and latencies ([`syscalls`]).
 
+pub mod flamegraph;
+pub mod html;
+pub mod summary;
+pub mod syscalls;
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+pub use summary::summary;
+
+use crate::profile::folded::{self, Weight};
+use crate::profile::pprof::{self, Kind};
 use crate::profile::{self, Profile};
 
-/// Why rendering failed.
+/// Why rendering failed. Messages name the path; the OS error is the source.
 #[derive(Debug, thiserror::Error)]
 pub enum RenderError {
     /// The output directory could not be created.
-    #[error("cannot create directory {}: {source}", path.display())]
+    #[error("cannot create directory {}", path.display())]
     CreateDir {
         /// The directory.
         path: PathBuf,
         /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file could not be created or written.
+    #[error("cannot write {}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The OS or encoder error.
         #[source]
         source: std::io::Error,
     },
@@ -21,22 +50,138 @@ pub enum RenderError {
     Json(#[from] profile::json::JsonError),
 }
 
-/// Writes every rendered file into `out` (created when missing); returns their paths.
+/// Creates `path`, runs `body` on a buffered writer, flushes; errors name `path`.
+fn write_file(
+    path: PathBuf,
+    body: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
+) -> Result<PathBuf, RenderError> {
+    let result = File::create(&path).and_then(|file| {
+        let mut w = BufWriter::new(file);
+        body(&mut w)?;
+        w.flush()
+    });
+    match result {
+        Ok(()) => Ok(path),
+        Err(source) => Err(RenderError::Write { path, source }),
+    }
+}
+
+fn seconds(ns: u64) -> String {
+    format!("{:.1} s", ns as f64 / 1e9)
+}
+
+/// Title of the on-CPU flamegraph: target, duration, rate and sample count.
+pub fn on_cpu_title(profile: &Profile) -> String {
+    let samples: u64 = profile.on_cpu.iter().map(|c| c.count).sum();
+    format!(
+        "On-CPU: {}, {}, {} Hz, {} samples",
+        profile.meta.target,
+        seconds(profile.meta.duration_ns),
+        profile.meta.frequency_hz,
+        samples
+    )
+}
+
+/// Title of the off-CPU flamegraph: target, duration, waits and the total in µs.
+pub fn off_cpu_title(profile: &Profile) -> String {
+    let waits: u64 = profile.off_cpu.iter().map(|c| c.count).sum();
+    let ns: u64 = profile.off_cpu.iter().map(|c| c.total_ns).sum();
+    format!(
+        "Off-CPU time (µs): {}, {}, {} waits, {} µs switched out",
+        profile.meta.target,
+        seconds(profile.meta.duration_ns),
+        waits,
+        ns / 1_000
+    )
+}
+
+fn subtitle(profile: &Profile, off_cpu: bool) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(reason) = &profile.meta.partial {
+        parts.push(format!("PARTIAL: {reason}"));
+    }
+    if off_cpu {
+        parts.push(format!(
+            "waits shorter than {} µs not recorded",
+            profile.meta.offcpu_min_block_ns / 1_000
+        ));
+    } else {
+        let samples: u64 = profile.on_cpu.iter().map(|c| c.count).sum();
+        if profile.lost.truncated_stacks > 0 && samples > 0 {
+            parts.push(format!(
+                "{:.1}% of stacks truncated ([truncated])",
+                profile.lost.truncated_stacks as f64 * 100.0 / samples as f64
+            ));
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// Writes every rendered file (see the module docs) into `out`, creating it when missing,
+/// and returns the paths written, in the order above.
 ///
 /// # Errors
-/// [`RenderError`] when the directory or a file cannot be written.
+/// [`RenderError::CreateDir`] when `out` cannot be created, [`RenderError::Write`] or
+/// [`RenderError::Json`] when a file cannot be written.
 pub fn write_all(profile: &Profile, out: &Path) -> Result<Vec<PathBuf>, RenderError> {
     std::fs::create_dir_all(out).map_err(|source| RenderError::CreateDir {
         path: out.to_path_buf(),
         source,
     })?;
+    let mut written = Vec::new();
+
     let json = out.join("profile.json");
     profile::json::write(profile, &json)?;
-    Ok(vec![json])
-}
+    written.push(json);
 
-/// A short text summary of `profile` for stdout.
-pub fn summary(profile: &Profile) -> String {
-    let samples: u64 = profile.on_cpu.iter().map(|c| c.count).sum();
-    format!("target: {}\nsamples: {samples}\n", profile.meta.target)
+    for off_cpu in [false, true] {
+        let (counts, options, folded_name, svg_name, style, title) = if off_cpu {
+            (
+                &profile.off_cpu,
+                folded::Options {
+                    weight: Weight::Micros,
+                    ..Default::default()
+                },
+                "offcpu.folded",
+                "offcpu.svg",
+                flamegraph::Style::OffCpu,
+                off_cpu_title(profile),
+            )
+        } else {
+            (
+                &profile.on_cpu,
+                folded::Options::default(),
+                "stacks.folded",
+                "flamegraph.svg",
+                flamegraph::Style::OnCpu,
+                on_cpu_title(profile),
+            )
+        };
+        let lines: Vec<String> = folded::fold(profile, counts, &options)
+            .into_iter()
+            .map(|(stack, weight)| format!("{stack} {weight}"))
+            .collect();
+        written.push(write_file(out.join(folded_name), |w| {
+            for line in &lines {
+                writeln!(w, "{line}")?;
+            }
+            Ok(())
+        })?);
+        let sub = subtitle(profile, off_cpu);
+        written.push(write_file(out.join(svg_name), |w| {
+            flamegraph::write_svg(&lines, style, &title, sub.as_deref(), w)
+        })?);
+    }
+
+    written.push(write_file(out.join("profile.pb.gz"), |w| {
+        pprof::write(profile, Kind::OnCpu, w)
+    })?);
+    written.push(write_file(out.join("offcpu.pb.gz"), |w| {
+        pprof::write(profile, Kind::OffCpu, w)
+    })?);
+    written.push(write_file(out.join("syscalls.json"), |w| {
+        serde_json::to_writer_pretty(&mut *w, &syscalls::report(profile))?;
+        writeln!(w)
+    })?);
+    Ok(written)
 }

@@ -1,0 +1,149 @@
+//! The short text summary `profiler` prints on stdout after a run or a `report`.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use crate::profile::folded::frame_name;
+use crate::profile::Profile;
+
+use super::syscalls;
+
+/// Self time per function: on-CPU samples whose leaf (last) frame is that function, by
+/// folded-stack name ([`frame_name`]: kernel `_[k]`, inlined `_[i]`), most first (ties by
+/// name). Samples with an empty stack count as `[unknown]`.
+pub fn self_samples(profile: &Profile) -> Vec<(String, u64)> {
+    let mut by_name: HashMap<String, u64> = HashMap::new();
+    for count in &profile.on_cpu {
+        let name = profile
+            .stacks
+            .get(count.stack as usize)
+            .and_then(|s| s.frames.last())
+            .and_then(|&f| profile.frames.get(f as usize))
+            .map(frame_name)
+            .unwrap_or_else(|| "[unknown]".to_string());
+        *by_name.entry(name).or_default() += count.count;
+    }
+    let mut v: Vec<_> = by_name.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    v
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
+fn us(ns: Option<f64>) -> String {
+    ns.map_or_else(|| "-".to_string(), |ns| format!("{:.1}", ns / 1e3))
+}
+
+/// The summary: run description, the partial reason when the run ended early, sample and
+/// loss counters, truncated share, the target's CPU use, the top 10 functions by self time
+/// (share of on-CPU samples) and the top 10 syscalls by calls. Durations print in s, ms or µs
+/// as labelled; percentages with one decimal.
+pub fn summary(profile: &Profile) -> String {
+    let meta = &profile.meta;
+    let mut s = String::new();
+    let samples: u64 = profile.on_cpu.iter().map(|c| c.count).sum();
+    let duration_s = meta.duration_ns as f64 / 1e9;
+    let _ = writeln!(s, "profile of {}", meta.target);
+    let _ = writeln!(
+        s,
+        "  {:.1} s from {} at {} Hz on {} CPUs (kernel {}, agent {})",
+        duration_s, meta.started_at, meta.frequency_hz, meta.cpus, meta.kernel, meta.agent_version
+    );
+    if let Some(reason) = &meta.partial {
+        let _ = writeln!(s, "  PARTIAL: the run ended early: {reason}");
+    }
+    let sampled_cpu_s = if meta.frequency_hz > 0 {
+        samples as f64 / meta.frequency_hz as f64
+    } else {
+        0.0
+    };
+    let threads = profile
+        .on_cpu
+        .iter()
+        .map(|c| c.tid)
+        .collect::<std::collections::HashSet<_>>()
+        .len();
+    let _ = writeln!(
+        s,
+        "on-CPU samples: {samples} ({sampled_cpu_s:.2} s of CPU), {threads} threads"
+    );
+    match meta.target_cpu_ns {
+        Some(ns) if meta.duration_ns > 0 => {
+            let _ = writeln!(
+                s,
+                "target CPU use: {:.2} s = {:.1}% of one CPU",
+                ns as f64 / 1e9,
+                pct(ns, meta.duration_ns)
+            );
+        }
+        Some(ns) => {
+            let _ = writeln!(s, "target CPU use: {:.2} s", ns as f64 / 1e9);
+        }
+        None => {
+            let _ = writeln!(s, "target CPU use: not measured");
+        }
+    }
+    let lost = &profile.lost;
+    let _ = writeln!(
+        s,
+        "lost: {} samples dropped, {} stack collisions, {} stack walk failures, {} off-CPU dropped, {} ring buffer dropped",
+        lost.samples_dropped,
+        lost.stack_collisions,
+        lost.stack_walk_failures,
+        lost.offcpu_dropped,
+        lost.ringbuf_dropped
+    );
+    let _ = writeln!(
+        s,
+        "truncated stacks: {} of {} samples ({:.1}%)",
+        lost.truncated_stacks,
+        samples,
+        pct(lost.truncated_stacks, samples)
+    );
+    let waits: u64 = profile.off_cpu.iter().map(|c| c.count).sum();
+    let off_ns: u64 = profile.off_cpu.iter().map(|c| c.total_ns).sum();
+    let _ = writeln!(
+        s,
+        "off-CPU: {waits} waits, {:.1} ms switched out",
+        off_ns as f64 / 1e6
+    );
+
+    let top = self_samples(profile);
+    if !top.is_empty() {
+        let _ = writeln!(s, "\ntop functions by self time (on-CPU samples):");
+        let _ = writeln!(s, "  {:>6}  {:>8}  function", "self%", "samples");
+        for (name, n) in top.iter().take(10) {
+            let _ = writeln!(s, "  {:>5.1}%  {:>8}  {}", pct(*n, samples), n, name);
+        }
+    }
+    let report = syscalls::report(profile);
+    if !report.syscalls.is_empty() {
+        let _ = writeln!(s, "\ntop syscalls by calls:");
+        let _ = writeln!(
+            s,
+            "  {:<16} {:>10} {:>10} {:>8} {:>8} {:>9} {:>9} {:>9}",
+            "syscall", "calls", "calls/s", "errors", "EAGAIN", "mean µs", "p50 µs", "p99 µs"
+        );
+        for r in report.syscalls.iter().take(10) {
+            let _ = writeln!(
+                s,
+                "  {:<16} {:>10} {:>10.1} {:>8} {:>8} {:>9} {:>9} {:>9}",
+                r.name,
+                r.count,
+                r.calls_per_sec,
+                r.errors,
+                r.eagain,
+                us(r.mean_latency_ns),
+                us(r.p50_latency_ns),
+                us(r.p99_latency_ns)
+            );
+        }
+    }
+    s
+}

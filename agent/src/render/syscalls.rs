@@ -1,0 +1,126 @@
+//! `syscalls.json`: the target's per-syscall statistics with derived rates and latencies.
+//!
+//! Shape (all latencies in ns, rates per second of wall-clock run time):
+//! ```json
+//! {"duration_ns": 10000000000,
+//!  "syscalls": [{"nr": 44, "name": "sendto", "count": 3000, "errors": 0, "eagain": 0,
+//!                "calls_per_sec": 300.0, "errors_per_sec": 0.0, "eagain_per_sec": 0.0,
+//!                "total_latency_ns": 2400000, "mean_latency_ns": 800.0,
+//!                "p50_latency_ns": 768.0, "p99_latency_ns": 2016.0,
+//!                "latency_log2_ns": [0, 0, ...]}]}
+//! ```
+//! sorted by `count`, most called first. Percentiles are estimated from the log2 histogram
+//! ([`log2_quantile`]); the mean is exact (`total_latency_ns / count`).
+
+use serde::Serialize;
+
+use crate::profile::{Profile, SyscallStat};
+
+/// One syscall's line of `syscalls.json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SyscallReport {
+    /// x86_64 syscall number.
+    pub nr: u32,
+    /// Syscall name, e.g. `sendto`.
+    pub name: String,
+    /// Completed calls.
+    pub count: u64,
+    /// Calls that returned an error, `-EAGAIN` included.
+    pub errors: u64,
+    /// Calls that returned `-EAGAIN`.
+    pub eagain: u64,
+    /// Calls per second of run time (0 when the duration is unknown).
+    pub calls_per_sec: f64,
+    /// Errors per second of run time.
+    pub errors_per_sec: f64,
+    /// `-EAGAIN` returns per second of run time.
+    pub eagain_per_sec: f64,
+    /// Sum of entry-to-exit latencies, ns.
+    pub total_latency_ns: u64,
+    /// Mean latency, ns (`None` without calls).
+    pub mean_latency_ns: Option<f64>,
+    /// Median latency estimated from the histogram, ns.
+    pub p50_latency_ns: Option<f64>,
+    /// 99th percentile latency estimated from the histogram, ns.
+    pub p99_latency_ns: Option<f64>,
+    /// The histogram: entry `i` counts calls with latency in `[2^i, 2^(i+1))` ns.
+    pub latency_log2_ns: Vec<u64>,
+}
+
+/// The whole `syscalls.json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SyscallsReport {
+    /// Wall-clock length of the run the rates are per, ns.
+    pub duration_ns: u64,
+    /// One entry per syscall, most called first (ties by name).
+    pub syscalls: Vec<SyscallReport>,
+}
+
+/// Estimates the `q`-quantile (0 < q <= 1) of latencies from a log2 histogram
+/// (`hist[i]` = calls in `[2^i, 2^(i+1))` ns).
+///
+/// The rank is `ceil(q × total)`; inside the bucket that holds it the value is interpolated
+/// linearly as if the bucket's calls were spread evenly over `[2^i, 2^(i+1))`, so the estimate
+/// is within a factor of 2 of the truth. Returns `None` for an empty histogram.
+///
+/// Example: `hist = [0, 0, 4]` (four calls in [4, 8) ns): p50 is rank 2 of 4 in that bucket,
+/// 4 + 4 × 2/4 = 6 ns.
+pub fn log2_quantile(hist: &[u64], q: f64) -> Option<f64> {
+    let total: u64 = hist.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+    let mut below = 0u64;
+    for (i, &n) in hist.iter().enumerate() {
+        if n > 0 && below + n >= rank {
+            let low = 2f64.powi(i as i32);
+            let within = (rank - below) as f64 / n as f64;
+            return Some(low + low * within);
+        }
+        below += n;
+    }
+    None
+}
+
+fn per_sec(n: u64, duration_ns: u64) -> f64 {
+    if duration_ns == 0 {
+        0.0
+    } else {
+        n as f64 * 1e9 / duration_ns as f64
+    }
+}
+
+/// One syscall's derived statistics over a run of `duration_ns`.
+pub fn syscall_report(stat: &SyscallStat, duration_ns: u64) -> SyscallReport {
+    SyscallReport {
+        nr: stat.nr,
+        name: stat.name.clone(),
+        count: stat.count,
+        errors: stat.errors,
+        eagain: stat.eagain,
+        calls_per_sec: per_sec(stat.count, duration_ns),
+        errors_per_sec: per_sec(stat.errors, duration_ns),
+        eagain_per_sec: per_sec(stat.eagain, duration_ns),
+        total_latency_ns: stat.total_ns,
+        mean_latency_ns: (stat.count > 0).then(|| stat.total_ns as f64 / stat.count as f64),
+        p50_latency_ns: log2_quantile(&stat.latency_log2_ns, 0.5),
+        p99_latency_ns: log2_quantile(&stat.latency_log2_ns, 0.99),
+        latency_log2_ns: stat.latency_log2_ns.clone(),
+    }
+}
+
+/// The `syscalls.json` content of `profile`.
+pub fn report(profile: &Profile) -> SyscallsReport {
+    let duration_ns = profile.meta.duration_ns;
+    let mut syscalls: Vec<SyscallReport> = profile
+        .syscalls
+        .iter()
+        .map(|s| syscall_report(s, duration_ns))
+        .collect();
+    syscalls.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.name.cmp(&b.name)));
+    SyscallsReport {
+        duration_ns,
+        syscalls,
+    }
+}
