@@ -45,6 +45,22 @@ fn bench_smoke_measures_and_profiles_all_five_tests() {
         assert!(html.contains(&format!("<svg id=\"{id}\"")), "index.html lacks the {id} chart");
     }
     assert!(html.contains("json/flamegraph.svg"));
+    // The page renders in a real browser: headless Chromium loads it (no external assets to
+    // wait for), and the DOM it built holds the three charts with their bars.
+    let chromium = ["chromium", "chromium-browser"].into_iter().find(|c| Command::new(c).arg("--version").output().is_ok())
+        .expect("chromium missing: scripts/setup installs the Debian package `chromium`");
+    let profile_dir = tempfile::tempdir().unwrap();
+    let dom = Command::new(chromium)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--dump-dom"])
+        .arg(format!("--user-data-dir={}", profile_dir.path().display()))
+        .arg(format!("file://{}", out.path().join("index.html").display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    for class in ["bar rps", "bar p50", "bar p99", "bar app", "bar pg"] {
+        assert!(dom.contains(&format!("class=\"{class}\"")), "the rendered DOM lacks bars of class {class}");
+    }
+    assert_eq!(dom.matches("<object class=\"flamegraph\"").count(), 5, "one flamegraph per test");
     // Nothing left running: the container is gone.
     let ps = Command::new("docker").args(["ps", "-a", "--format", "{{.Names}}"]).output().unwrap();
     assert!(!String::from_utf8_lossy(&ps.stdout).lines().any(|n| n == "profiler-ci-bench"));

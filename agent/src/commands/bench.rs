@@ -292,7 +292,7 @@ fn write_outputs(results: &BenchResults, out: &Path) -> Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let json = serde_json::to_string_pretty(results).context("serializing results.json")?;
     std::fs::write(out.join("results.json"), json + "\n").with_context(|| format!("writing {}", out.join("results.json").display()))?;
-    let html = render::html::bench_page(results, None);
+    let html = render::html::bench_page(results, None, out);
     std::fs::write(out.join("index.html"), html).with_context(|| format!("writing {}", out.join("index.html").display()))?;
     Ok(())
 }

@@ -97,9 +97,20 @@ fn fmt_int(v: f64) -> String {
     }
 }
 
+/// The `height` attribute of the root `<svg>` element of an SVG file (px), when it can be read.
+/// inferno writes it from the stack depth, so the page can show the whole flamegraph.
+pub fn svg_height(path: &std::path::Path) -> Option<u32> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let start = text.find("<svg")?;
+    let tag = &text[start..start + text[start..].find('>')?];
+    let value = tag.split(" height=\"").nth(1)?.split('"').next()?;
+    value.trim_end_matches("px").parse::<f64>().ok().map(|h| h.ceil() as u32)
+}
+
 /// Renders the page. `ranking_md` is the combined ranking (Markdown), shown as preformatted
-/// text when present. Paths to flamegraphs are relative to the bench output folder.
-pub fn bench_page(r: &BenchResults, ranking_md: Option<&str>) -> String {
+/// text when present. `out_dir` is the bench output folder: flamegraph paths in the page are
+/// relative to it, and the flamegraphs' heights are read from the files there.
+pub fn bench_page(r: &BenchResults, ranking_md: Option<&str>, out_dir: &std::path::Path) -> String {
     let mut h = String::new();
     let title = format!("profiler bench — {} — {}", r.settings.name, r.started_at);
     let _ = write!(
@@ -212,10 +223,11 @@ pub fn bench_page(r: &BenchResults, ranking_md: Option<&str>) -> String {
         let _ = write!(h, r#"<h3 id="fg-{name}">{name} <span class="req">{}</span></h3>"#, escape(&t.request));
         match (&t.profiled, &t.profile_error) {
             (Some(p), _) => {
+                let height = svg_height(&out_dir.join(&p.dir).join("flamegraph.svg")).unwrap_or(560);
                 let dir = escape(&p.dir);
                 let _ = write!(
                     h,
-                    r#"<object class="flamegraph" type="image/svg+xml" data="{dir}/flamegraph.svg" aria-label="flamegraph of {name}"></object><p class="links"><a href="{dir}/flamegraph.svg">flamegraph.svg</a> · <a href="{dir}/offcpu.svg">offcpu.svg</a> · <a href="{dir}/stacks.folded">stacks.folded</a> · <a href="{dir}/profile.pb.gz">profile.pb.gz</a> · <a href="{dir}/profile.json">profile.json</a></p><details><summary>attach summary ({} samples)</summary><pre>{}</pre></details>"#,
+                    r#"<object class="flamegraph" type="image/svg+xml" data="{dir}/flamegraph.svg" style="height:{height}px" aria-label="flamegraph of {name}"></object><p class="links"><a href="{dir}/flamegraph.svg">flamegraph.svg</a> · <a href="{dir}/offcpu.svg">offcpu.svg</a> · <a href="{dir}/stacks.folded">stacks.folded</a> · <a href="{dir}/profile.pb.gz">profile.pb.gz</a> · <a href="{dir}/profile.json">profile.json</a></p><details><summary>attach summary ({} samples)</summary><pre>{}</pre></details>"#,
                     p.samples,
                     escape(&p.summary)
                 );
@@ -293,5 +305,14 @@ mod tests {
         // The largest value spans the whole plot width (760 - 150 - 110 = 500 px).
         assert!(svg.contains(r#"width="500.0""#), "{svg}");
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
+    }
+
+    #[test]
+    fn reads_the_height_of_an_svg() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.svg");
+        std::fs::write(&p, r#"<?xml version="1.0"?><svg version="1.1" width="1200" height="646" onload="init(evt)"><g/></svg>"#).unwrap();
+        assert_eq!(svg_height(&p), Some(646));
+        assert_eq!(svg_height(&dir.path().join("missing.svg")), None);
     }
 }
