@@ -57,7 +57,12 @@ enum lost_index {
 	LOST_SYSCALL_NO_STORAGE = 4,
 	/* Syscalls: the syscall number was >= MAX_SYSCALLS. */
 	LOST_SYSCALL_NR_RANGE = 5,
-	LOST_COUNTERS = 6,
+	/* Stack copy: bpf_ringbuf_reserve failed (the ring buffer was full): sample lost. */
+	LOST_RINGBUF_FULL = 6,
+	/* Stack copy: not even the first chunk of the user stack could be read (sp not mapped);
+	 * the sample is still sent, with its registers and no stack bytes. */
+	LOST_STACK_COPY_FAILURES = 7,
+	LOST_COUNTERS = 8,
 };
 
 /* Key of `stack_counts` (on-CPU) and `offcpu_stats` (off-CPU): one thread on one stack.
@@ -103,5 +108,42 @@ struct syscall_entry {
 	__u32 _pad;
 };
 _Static_assert(sizeof(struct syscall_entry) == 16, "syscall_entry is 16 bytes");
+
+/* Stack copy (stackcopy.bpf.c): the most bytes of user stack one sample can carry, from the
+ * interrupted user sp upward. The `stack_copy_bytes` knob picks how many of them are read. */
+#define STACK_COPY_MAX_BYTES 32768
+
+/* Stack copy: the stack is read in chunks that never cross a page boundary (4 KiB pages on
+ * x86_64), so a read fails only at the first page past the top of the stack mapping. */
+#define STACK_COPY_CHUNK 4096
+
+/* Flags of `struct stack_sample`. */
+enum stack_sample_flags {
+	/* The sample interrupted kernel mode: ip/sp/bp are the task's user registers saved
+	 * at kernel entry (bpf_task_pt_regs), and kernel_stack_id is the kernel stack. */
+	STACK_SAMPLE_KERNEL_MODE = 1,
+	/* Reading the user stack stopped at a fault before `stack_copy_bytes` (normally the
+	 * top of the stack mapping; stack_len says how far it got). */
+	STACK_SAMPLE_COPY_SHORT = 2,
+};
+
+/* One on-CPU sample with a copy of the user stack, sent through the `stack_samples` ring
+ * buffer by `on_cpu_sample_stack_copy`; the agent unwinds it with .eh_frame CFI. */
+struct stack_sample {
+	__u32 tgid;            /* process id (host pid namespace) */
+	__u32 pid;             /* thread id (host pid namespace) */
+	__u64 ip;              /* user instruction pointer */
+	__u64 sp;              /* user stack pointer; stack[0] is the byte at this address */
+	__u64 bp;              /* user rbp */
+	__s32 kernel_stack_id; /* id in stack_traces, or -errno (no kernel stack) */
+	__u32 stack_len;       /* bytes of stack[] filled, <= STACK_COPY_MAX_BYTES */
+	__u32 flags;           /* enum stack_sample_flags */
+	__u32 _pad;
+	char comm[COMM_LEN];   /* thread name at sample time */
+	/* User memory [sp, sp + stack_len). The last STACK_COPY_CHUNK bytes are never filled:
+	 * slack that lets the verifier prove every chunk write in bounds. */
+	__u8 stack[STACK_COPY_MAX_BYTES + STACK_COPY_CHUNK];
+};
+_Static_assert(sizeof(struct stack_sample) == 64 + STACK_COPY_MAX_BYTES + STACK_COPY_CHUNK, "stack_sample size");
 
 #endif /* PROFILER_H */

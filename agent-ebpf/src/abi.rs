@@ -49,9 +49,64 @@ pub mod lost_index {
     pub const SYSCALL_NO_STORAGE: u32 = 4;
     /// Syscalls: a syscall number was `>= MAX_SYSCALLS`.
     pub const SYSCALL_NR_RANGE: u32 = 5;
+    /// Stack copy: the `stack_samples` ring buffer was full; the sample was lost.
+    pub const RINGBUF_FULL: u32 = 6;
+    /// Stack copy: not even the first chunk of the user stack was readable (the sample was
+    /// still sent, with registers and no stack bytes).
+    pub const STACK_COPY_FAILURES: u32 = 7;
     /// Number of counters (`LOST_COUNTERS`).
-    pub const COUNT: u32 = 6;
+    pub const COUNT: u32 = 8;
 }
+
+/// Most bytes of user stack one [`StackSample`] can carry (`STACK_COPY_MAX_BYTES`).
+pub const STACK_COPY_MAX_BYTES: usize = 32768;
+/// The BPF program reads the user stack in chunks of at most this many bytes that never
+/// cross a page boundary (`STACK_COPY_CHUNK`, the x86_64 page size).
+pub const STACK_COPY_CHUNK: usize = 4096;
+
+/// `enum stack_sample_flags`: bits of [`StackSample::flags`].
+pub mod stack_sample_flags {
+    /// The sample interrupted kernel mode: the registers are the task's user registers
+    /// saved at kernel entry (`bpf_task_pt_regs`).
+    pub const KERNEL_MODE: u32 = 1;
+    /// The stack read stopped at a fault before the `stack_copy_bytes` knob (normally the
+    /// top of the stack mapping).
+    pub const COPY_SHORT: u32 = 2;
+}
+
+/// Header of `struct stack_sample` (everything but the stack bytes): one on-CPU sample sent
+/// through `stack_samples` by `on_cpu_sample_stack_copy`. The record in the ring buffer is
+/// [`STACK_SAMPLE_SIZE`] bytes; the stack bytes follow the header at
+/// [`STACK_SAMPLE_HEADER_SIZE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
+pub struct StackSampleHeader {
+    /// Process id (host pid namespace).
+    pub tgid: u32,
+    /// Thread id (host pid namespace).
+    pub pid: u32,
+    /// User instruction pointer.
+    pub ip: u64,
+    /// User stack pointer: the first stack byte is the one at this address.
+    pub sp: u64,
+    /// User `rbp`.
+    pub bp: u64,
+    /// Id in the object's `stack_traces`, or the negative errno.
+    pub kernel_stack_id: i32,
+    /// Stack bytes copied, `<= STACK_COPY_MAX_BYTES`.
+    pub stack_len: u32,
+    /// Bits of [`stack_sample_flags`].
+    pub flags: u32,
+    /// Padding.
+    pub _pad: u32,
+    /// Thread name, NUL-padded.
+    pub comm: [u8; COMM_LEN],
+}
+
+/// Bytes of the header of `struct stack_sample` (offset of its `stack` field).
+pub const STACK_SAMPLE_HEADER_SIZE: usize = 64;
+/// Bytes of one `struct stack_sample` record (header, stack, slack chunk).
+pub const STACK_SAMPLE_SIZE: usize = STACK_SAMPLE_HEADER_SIZE + STACK_COPY_MAX_BYTES + STACK_COPY_CHUNK;
 
 /// `struct stack_key`: one thread on one (user, kernel) stack pair. Key of `stack_counts`
 /// and `offcpu_stats`.
@@ -134,6 +189,12 @@ const _: () = assert!(size_of::<SyscallStat>() == 32 + 8 * LATENCY_BUCKETS);
 const _: () = assert!(offset_of!(SyscallStat, total_ns) == 24);
 const _: () = assert!(offset_of!(SyscallStat, latency_log2_ns) == 32);
 const _: () = assert!(size_of::<SyscallEntry>() == 16);
+const _: () = assert!(size_of::<StackSampleHeader>() == STACK_SAMPLE_HEADER_SIZE);
+const _: () = assert!(offset_of!(StackSampleHeader, ip) == 8);
+const _: () = assert!(offset_of!(StackSampleHeader, kernel_stack_id) == 32);
+const _: () = assert!(offset_of!(StackSampleHeader, stack_len) == 36);
+const _: () = assert!(offset_of!(StackSampleHeader, flags) == 40);
+const _: () = assert!(offset_of!(StackSampleHeader, comm) == 48);
 
 // SAFETY: plain #[repr(C)] integers and byte arrays with no padding (asserted above):
 // every bit pattern is a valid value.
@@ -163,9 +224,13 @@ pub mod names {
     pub const MAP_TARGET_PIDS: &str = "target_pids";
     /// Loss counters (every object): per-CPU array of `u64`, indices in `lost_index`.
     pub const MAP_LOST: &str = "lost";
+    /// Ring buffer of `stackcopy`: `StackSampleHeader` + stack bytes per record.
+    pub const MAP_STACK_SAMPLES: &str = "stack_samples";
 
     /// Perf-event program of `sample`.
     pub const PROG_ON_CPU_SAMPLE: &str = "on_cpu_sample";
+    /// Perf-event program of `stackcopy`: samples with a copy of the user stack.
+    pub const PROG_ON_CPU_SAMPLE_STACK_COPY: &str = "on_cpu_sample_stack_copy";
     /// `tp_btf/sched_switch` program of `offcpu`.
     pub const PROG_ON_SCHED_SWITCH: &str = "on_sched_switch";
     /// `raw_tracepoint/sys_enter` program of `syscalls`.
@@ -188,4 +253,6 @@ pub mod names {
     pub const GLOBAL_TARGET_CGROUP_LEVEL: &str = "target_cgroup_level";
     /// Knob (`u64`, `offcpu`): shorter waits are not recorded, ns.
     pub const GLOBAL_MIN_BLOCK_NS: &str = "min_block_ns";
+    /// Knob (`u32`, `stackcopy`): bytes of user stack read per sample, `<= STACK_COPY_MAX_BYTES`.
+    pub const GLOBAL_STACK_COPY_BYTES: &str = "stack_copy_bytes";
 }

@@ -14,3 +14,7 @@ pub static OFFCPU_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_
 
 /// `syscalls.bpf.o`: `on_sys_enter` / `on_sys_exit` (raw tracepoints), per-syscall statistics.
 pub static SYSCALLS_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/syscalls.bpf.o"));
+
+/// `stackcopy.bpf.o`: `on_cpu_sample_stack_copy` (perf_event), samples with a copy of the user
+/// stack for DWARF unwinding in the agent.
+pub static STACKCOPY_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stackcopy.bpf.o"));

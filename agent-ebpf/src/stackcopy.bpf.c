@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: GPL-2.0 OR Apache-2.0
+/*
+ * On-CPU sampling with a copy of the user stack, for unwinding in user space with the
+ * binaries' .eh_frame CFI (code built without frame pointers, glibc's syscall wrappers).
+ *
+ * Runs on every tick of the software CPU clock perf event (one per online CPU, at the agent's
+ * frequency), with the same target filter as sample.bpf.c (filter.bpf.h), and sends one
+ * `struct stack_sample` per sample through the `stack_samples` ring buffer: thread, the user
+ * registers ip/sp/bp, the kernel stack id and up to `stack_copy_bytes` bytes of user stack
+ * from sp upward (what perf calls PERF_SAMPLE_STACK_USER).
+ *
+ * When the tick interrupted kernel mode (a syscall, a page fault), the user registers are the
+ * ones the task saved at kernel entry: bpf_task_pt_regs(bpf_get_current_task_btf())
+ * (Documentation/bpf/ and include/uapi/linux/bpf.h: "bpf_task_pt_regs: Get the struct
+ * pt_regs associated with task").
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "profiler.h"
+#include "filter.bpf.h"
+
+#define EEXIST 17
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Knob: bytes of user stack to read per sample, <= STACK_COPY_MAX_BYTES. */
+const volatile __u32 stack_copy_bytes = 16384;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, MAX_STACK_TRACES);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, MAX_STACK_DEPTH * sizeof(__u64));
+} stack_traces SEC(".maps");
+
+/* Samples to unwind; the agent sets the size (bytes, a power of 2 multiple of the page
+ * size) before load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 * 1024 * 1024);
+} stack_samples SEC(".maps");
+
+SEC("perf_event")
+int on_cpu_sample_stack_copy(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	__u32 pid = id;
+	struct stack_sample *s;
+	__u64 ip, sp, bp;
+	__u32 flags = 0, len = 0, limit, chunk;
+
+	if (pid == 0) /* the idle task */
+		return 0;
+	if (!current_is_target(tgid))
+		return 0;
+
+	if ((ctx->regs.csx & 3) == 3) {
+		/* Interrupted user mode: the perf event's registers are the user's. */
+		ip = ctx->regs.ip;
+		sp = ctx->regs.sp;
+		bp = ctx->regs.bp;
+	} else {
+		struct pt_regs *uregs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		struct pt_regs r = {};
+
+		if (!uregs || bpf_probe_read_kernel(&r, sizeof(r), uregs))
+			return 0; /* a kernel thread cannot be a target; nothing to unwind */
+		ip = r.ip;
+		sp = r.sp;
+		bp = r.bp;
+		flags |= STACK_SAMPLE_KERNEL_MODE;
+	}
+
+	s = bpf_ringbuf_reserve(&stack_samples, sizeof(*s), 0);
+	if (!s) {
+		count_lost(LOST_RINGBUF_FULL);
+		return 0;
+	}
+	s->tgid = tgid;
+	s->pid = pid;
+	s->ip = ip;
+	s->sp = sp;
+	s->bp = bp;
+	s->_pad = 0;
+	bpf_get_current_comm(&s->comm, sizeof(s->comm));
+	s->kernel_stack_id = bpf_get_stackid(ctx, &stack_traces, 0);
+	if (s->kernel_stack_id == -EEXIST)
+		count_lost(LOST_STACK_COLLISIONS);
+
+	/* Copy [sp, sp + limit) chunk by chunk, no chunk crossing a page boundary: the first
+	 * chunk runs to the end of sp's page, the others are whole pages. A chunk fails only
+	 * when its page is not mapped, i.e. past the top of the stack mapping. */
+	limit = stack_copy_bytes;
+	if (limit > STACK_COPY_MAX_BYTES)
+		limit = STACK_COPY_MAX_BYTES;
+	chunk = STACK_COPY_CHUNK - (sp & (STACK_COPY_CHUNK - 1));
+	for (int i = 0; i < STACK_COPY_MAX_BYTES / STACK_COPY_CHUNK + 1; i++) {
+		if (len >= limit)
+			break;
+		if (chunk > limit - len)
+			chunk = limit - len;
+		/* Bounds the verifier can follow: offset < STACK_COPY_MAX_BYTES and chunk <=
+		 * STACK_COPY_CHUNK, inside stack[] thanks to its slack (really, len + chunk <= limit). */
+		if (len > STACK_COPY_MAX_BYTES - 1 || chunk > STACK_COPY_CHUNK || chunk == 0)
+			break;
+		if (bpf_probe_read_user(&s->stack[len & (STACK_COPY_MAX_BYTES - 1)], chunk, (void *)(sp + len))) {
+			flags |= STACK_SAMPLE_COPY_SHORT;
+			break;
+		}
+		len += chunk;
+		chunk = STACK_COPY_CHUNK;
+	}
+	if (len == 0)
+		count_lost(LOST_STACK_COPY_FAILURES);
+	s->stack_len = len;
+	s->flags = flags;
+	bpf_ringbuf_submit(s, 0);
+	return 0;
+}
