@@ -129,6 +129,7 @@ impl Fake {
         })
     }
 
+    #[allow(clippy::result_large_err)] // a test fake: the refusal is the response itself
     fn authenticate(&self, headers: &HeaderMap) -> Result<i64, Response> {
         let refuse = || {
             let mut r = error(StatusCode::UNAUTHORIZED, "unauthorized", "invalid or missing bearer token", None);
@@ -180,7 +181,7 @@ impl Fake {
             return validation(fields);
         }
         let mut deals = self.deals.lock().expect("lock").clone();
-        deals.sort_by(|a, b| (b.created_at, b.id).cmp(&(a.created_at, a.id)));
+        deals.sort_by_key(|d| std::cmp::Reverse((d.created_at, d.id)));
         if self.bug == Bug::OrderAscending {
             deals.reverse();
         }
@@ -213,7 +214,9 @@ impl Fake {
         let mut fields: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut bad = |k: &str, m: &str| fields.entry(k.to_string()).or_default().push(m.to_string());
         for k in o.keys() {
-            if !["title", "amount_cents", "stage"].contains(&k.as_str()) && !(self.bug == Bug::AcceptsOwnerIdField && k == "owner_id") {
+            let known = ["title", "amount_cents", "stage"].contains(&k.as_str());
+            let tolerated = self.bug == Bug::AcceptsOwnerIdField && k == "owner_id";
+            if !known && !tolerated {
                 bad(k, "unknown field");
             }
         }
@@ -465,4 +468,53 @@ async fn every_planted_bug_fails_the_checks_that_name_it() {
         assert!(report.failed() >= must_fail.len(), "{bug:?}");
     }
     assert!(missed.is_empty(), "{}", missed.join("\n"));
+}
+
+/// Runs the `conformance` binary; returns (exit code, stdout, stderr).
+async fn conformance_bin(args: &[&str]) -> (i32, String, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_conformance"))
+        .args(args)
+        .env_remove("JWT_SECRET")
+        .output()
+        .await
+        .expect("run the conformance binary");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_reports_failures_and_exits_by_result() {
+    let good = start(Bug::None).await;
+    let (code, out, _) = conformance_bin(&["--url", &good]).await;
+    assert_eq!(code, 0, "{out}");
+    let last = out.lines().last().unwrap_or("");
+    assert!(last.starts_with("conformance: ") && last.ends_with(" passed, 0 failed"), "{out}");
+    assert_eq!(out.lines().count(), 1, "only the summary when all pass: {out}");
+
+    let buggy = start(Bug::ConstantRequestId).await;
+    let (code, out, _) = conformance_bin(&["--url", &buggy]).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("FAIL  every X-Request-Id is different"), "{out}");
+    assert!(out.lines().last().unwrap_or("").ends_with(" passed, 1 failed"), "{out}");
+
+    // The wrong secret: every authenticated check fails, nothing else does.
+    let (code, out, _) = conformance_bin(&["--url", &good, "--secret", "not-the-secret"]).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("FAIL  GET /api/deals with a valid token -> 200"), "{out}");
+    assert!(!out.contains("FAIL  GET /json"), "{out}");
+
+    // Usage and connection errors: exit 2, one line on stderr.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    for args in [vec!["--url".to_string(), format!("http://127.0.0.1:{closed}")], vec!["--url".into(), "ftp://x:1".into()], vec![], vec!["--url".into(), format!("{good}/api")]] {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, out, err) = conformance_bin(&a).await;
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(out.is_empty(), "{args:?}: stdout {out}");
+        if !args.is_empty() {
+            assert_eq!(err.lines().count(), 1, "{args:?}: one error line: {err}");
+            assert!(err.starts_with("conformance: error: "), "{err}");
+        }
+    }
 }
