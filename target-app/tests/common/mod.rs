@@ -146,3 +146,60 @@ pub fn client() -> reqwest::Client {
 pub fn token(id: i64) -> String {
     bench::token::mint_valid(SECRET, id)
 }
+
+/// A minimal HTTP/1.1 client on exactly one keep-alive TCP connection (the cost tests need
+/// to know that no new connection, hence no new server task, appears while counting).
+/// Responses must carry `Content-Length` (every response of this app does without
+/// `Accept-Encoding`).
+pub struct OneConnection {
+    stream: tokio::io::BufReader<tokio::net::TcpStream>,
+    host: String,
+}
+
+impl OneConnection {
+    /// Connects to `base` (`http://127.0.0.1:PORT`).
+    pub async fn connect(base: &str) -> OneConnection {
+        let host = base.trim_start_matches("http://").trim_end_matches('/').to_string();
+        let tcp = tokio::net::TcpStream::connect(&host).await.expect("connect to the app");
+        tcp.set_nodelay(true).unwrap();
+        OneConnection { stream: tokio::io::BufReader::new(tcp), host }
+    }
+
+    /// Sends one request and reads the whole response: (status, body).
+    pub async fn request(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&str>) -> (u16, String) {
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\n", self.host);
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        if let Some(b) = body {
+            req.push_str(&format!("Content-Length: {}\r\n", b.len()));
+        }
+        req.push_str("\r\n");
+        if let Some(b) = body {
+            req.push_str(b);
+        }
+        self.stream.get_mut().write_all(req.as_bytes()).await.expect("write request");
+        let mut status_line = String::new();
+        self.stream.read_line(&mut status_line).await.expect("read status line");
+        let status: u16 = status_line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+        let mut len = None;
+        loop {
+            let mut line = String::new();
+            self.stream.read_line(&mut line).await.expect("read header");
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = line.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    len = v.trim().parse::<usize>().ok();
+                }
+            }
+        }
+        let len = len.unwrap_or_else(|| panic!("{method} {path}: response without Content-Length"));
+        let mut body = vec![0u8; len];
+        self.stream.read_exact(&mut body).await.expect("read body");
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+}

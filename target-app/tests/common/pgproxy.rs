@@ -108,6 +108,19 @@ impl PgProxy {
         format!("{scheme_auth}@{}/{db}?sslmode=disable", self.addr)
     }
 
+    /// Waits until no exchange has completed for `quiet`, then [`PgProxy::take`]s.
+    pub async fn take_when_quiet(&self, quiet: std::time::Duration) -> Stats {
+        let mut last = usize::MAX;
+        loop {
+            let now = self.stats.lock().unwrap().exchanges.len();
+            if now == last {
+                return self.take();
+            }
+            last = now;
+            tokio::time::sleep(quiet).await;
+        }
+    }
+
     /// Returns what was seen so far and starts over.
     pub fn take(&self) -> Stats {
         let mut s = self.stats.lock().unwrap();

@@ -98,7 +98,7 @@ impl Uprobes {
         }
         let mut f = OpenOptions::new().append(true).open(dir.join("uprobe_events")).expect("open uprobe_events");
         for line in &lines {
-            writeln!(f, "{line}").unwrap_or_else(|e| panic!("adding uprobe `{line}` failed: {e}"));
+            f.write_all(format!("{line}\n").as_bytes()).unwrap_or_else(|e| panic!("adding uprobe `{line}` failed: {e}"));
         }
         Uprobes { group: group.to_string(), events }
     }
@@ -116,7 +116,8 @@ fn remove_group(dir: &Path, group: &str) {
         // "p:GROUP/EVENT PATH:OFFSET"
         if let Some(name) = line.split_whitespace().next().and_then(|s| s.split_once(':')).map(|(_, n)| n) {
             if name.starts_with(&format!("{group}/")) {
-                let _ = writeln!(f, "-:{name}");
+                // One write per command: tracefs parses each write(2) on its own.
+                let _ = f.write_all(format!("-:{name}\n").as_bytes());
             }
         }
     }
@@ -179,7 +180,8 @@ impl PerfStat {
     fn command(&mut self, cmd: &str) {
         writeln!(self.ctl, "{cmd}").unwrap();
         match self.acks.recv_timeout(Duration::from_secs(10)) {
-            Ok(line) => assert!(line.trim() == "ack", "perf answered {line:?} to {cmd}"),
+            // perf writes "ack\n" with its terminating NUL, which lands before the next line.
+            Ok(line) => assert!(line.trim_matches(|c: char| c == '\0' || c.is_whitespace()) == "ack", "perf answered {line:?} to {cmd}"),
             Err(_) => {
                 let _ = self.child.kill();
                 let out = self.child.wait_with_output_stderr();
@@ -199,7 +201,7 @@ impl PerfStat {
     }
 
     /// Stops perf and returns event -> count.
-    pub fn finish(mut self) -> BTreeMap<String, u64> {
+    pub fn finish(&mut self) -> BTreeMap<String, u64> {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
         let status = self.child.wait().expect("wait for perf");
@@ -214,6 +216,15 @@ impl PerfStat {
         }
         assert!(!counts.is_empty(), "perf stat ({status}) wrote no counts: {text}");
         counts
+    }
+}
+
+impl Drop for PerfStat {
+    fn drop(&mut self) {
+        // After finish() the child is reaped and this is a no-op; after a panic it frees the
+        // events, so the uprobes can be removed.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
