@@ -24,6 +24,8 @@ struct Cli {
 /// The subcommands. Each is `Args -> commands::<name>::run`.
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Profile a running process, cgroup or container (on-CPU, off-CPU, syscalls).
+    Attach(commands::attach::Args),
     /// Re-render a recorded profile (flamegraphs, folded stacks, pprof, syscalls, summary).
     Report(commands::report::Args),
     /// Run the bundled CRM benchmark with the agent attached (the main job).
@@ -34,6 +36,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
     let result = match cli.command {
+        Command::Attach(args) => commands::attach::run(args).map(|()| 0),
         Command::Report(args) => commands::report::run(args).map(|()| 0),
         Command::Bench(args) => commands::bench::run(args),
     };

@@ -139,6 +139,24 @@ pub struct Collector {
     processes: BTreeMap<u32, Process>,
 }
 
+/// Kernel run statistics of one BPF program (`bpf_prog_info.run_cnt` / `run_time_ns`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProgramStats {
+    /// Program name (`on_cpu_sample`, ...).
+    pub program: &'static str,
+    /// Times the program ran (every syscall of the host for `on_sys_enter`, ...).
+    pub run_count: u64,
+    /// Total time spent in the program, ns.
+    pub run_time_ns: u64,
+}
+
+/// Turns on the kernel's BPF run statistics (`BPF_ENABLE_STATS`, `BPF_STATS_RUN_TIME`,
+/// the same switch as the `kernel.bpf_stats_enabled` sysctl) for as long as the returned
+/// file descriptor is open. They cost two clock reads per program run.
+pub fn enable_run_stats() -> Result<std::os::fd::OwnedFd, CollectError> {
+    aya::sys::enable_stats(aya::sys::Stats::RunTime).map_err(|e| map_error("bpf_enable_stats", e))
+}
+
 /// True when the effective capability set allows loading tracing programs.
 fn check_privileges() -> Result<(), CollectError> {
     const CAP_SYS_ADMIN: u64 = 21;
@@ -334,6 +352,26 @@ impl Collector {
         for &pid in pids {
             self.processes.entry(pid).or_insert_with(|| read_process(pid));
         }
+    }
+
+    /// Run statistics of every attached program, as the kernel counts them while BPF run
+    /// statistics are enabled (see [`enable_run_stats`]; both counters stay 0 otherwise).
+    pub fn program_stats(&self) -> Vec<ProgramStats> {
+        let mut out = Vec::new();
+        let mut push = |ebpf: &Ebpf, name: &'static str| {
+            if let Some(info) = ebpf.program(name).and_then(|p| p.info().ok()) {
+                out.push(ProgramStats { program: name, run_count: info.run_count(), run_time_ns: info.run_time().as_nanos() as u64 });
+            }
+        };
+        push(&self.sample, names::PROG_ON_CPU_SAMPLE);
+        if let Some(ebpf) = &self.offcpu {
+            push(ebpf, names::PROG_ON_SCHED_SWITCH);
+        }
+        if let Some(ebpf) = &self.syscalls {
+            push(ebpf, names::PROG_ON_SYS_ENTER);
+            push(ebpf, names::PROG_ON_SYS_EXIT);
+        }
+        out
     }
 
     /// Time since sampling started.
@@ -557,6 +595,8 @@ fn add_lost(ebpf: &Ebpf, lost: &mut LostCounters) -> Result<(), CollectError> {
     lost.stack_collisions += sums[lost_index::STACK_COLLISIONS as usize];
     lost.stack_walk_failures += sums[lost_index::STACK_WALK_FAILURES as usize];
     lost.offcpu_dropped += sums[lost_index::OFFCPU_DROPPED as usize];
+    lost.ringbuf_dropped += sums[lost_index::RINGBUF_FULL as usize];
+    lost.stack_walk_failures += sums[lost_index::STACK_COPY_FAILURES as usize];
     Ok(())
 }
 

@@ -2,6 +2,7 @@
 //!
 //! Commands use `anyhow` with `.context()`; `main.rs` prints the chain on one line and exits 2.
 
+pub mod attach;
 pub mod bench;
 pub mod report;
 

@@ -1,0 +1,174 @@
+//! `profiler attach --pid PID | --cgroup PATH | --container NAME`: profile one running target.
+//!
+//! Loads the BPF programs ([`crate::collect`]), samples on-CPU stacks at `--frequency`,
+//! records off-CPU waits and syscall statistics for `--duration` seconds or until Ctrl-C or
+//! the target exits, then symbolizes ([`crate::symbolize`]), writes every rendered file
+//! ([`crate::render::write_all`]) into `--out` and prints the summary on stdout.
+//!
+//! Ctrl-C ends the collection early: what was collected is drained and written, and the
+//! profile says why it is partial. Further Ctrl-C presses while the files are written are
+//! ignored (with a message), so an impatient second press never loses the run.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+
+use crate::collect::{self, StopReason};
+use crate::target::Target;
+use crate::{render, symbolize};
+
+/// Arguments of `profiler attach`. Exactly one of `--pid`, `--cgroup`, `--container`.
+#[derive(Debug, Clone, clap::Args)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "cgroup", "container"])))]
+pub struct Args {
+    /// Profile this process (host pid), all of its threads.
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// Profile this cgroup v2 directory and its descendants: absolute
+    /// (`/sys/fs/cgroup/unified/system.slice/x.service`) or relative to the cgroup2 mount.
+    #[arg(long)]
+    pub cgroup: Option<PathBuf>,
+    /// Profile this Docker container (name or id).
+    #[arg(long)]
+    pub container: Option<String>,
+    /// Length of the collection, s; 0 runs until Ctrl-C or until the target exits.
+    #[arg(long, default_value_t = 30)]
+    pub duration: u64,
+    /// On-CPU samples per second per CPU, Hz.
+    #[arg(long, default_value_t = 99)]
+    pub frequency: u64,
+    /// Off-CPU waits shorter than this are not recorded, µs.
+    #[arg(long, default_value_t = 1)]
+    pub offcpu_min_block_us: u64,
+    /// Do not record off-CPU waits (the most expensive part on loads that switch context
+    /// very often; see agent-ebpf/README.md for measured costs).
+    #[arg(long)]
+    pub no_offcpu: bool,
+    /// Do not count syscalls.
+    #[arg(long)]
+    pub no_syscalls: bool,
+    /// Output directory, created when missing. Default is `reports/<UTC timestamp>-<target>/`.
+    #[arg(long, short)]
+    pub out: Option<PathBuf>,
+}
+
+impl Args {
+    fn target(&self) -> Target {
+        match (&self.pid, &self.cgroup, &self.container) {
+            (Some(pid), _, _) => Target::Pid(*pid),
+            (_, Some(path), _) => Target::Cgroup(path.clone()),
+            (_, _, Some(name)) => Target::Container(name.clone()),
+            // clap's required group guarantees one of them.
+            (None, None, None) => unreachable!("clap requires a target"),
+        }
+    }
+}
+
+/// A file-name-safe slug of the target: `pid-1234`, `container-navree`, `cgroup-x.service`.
+fn slug(target: &Target) -> String {
+    let raw = match target {
+        Target::Pid(pid) => format!("pid-{pid}"),
+        Target::Container(name) => format!("container-{name}"),
+        Target::Cgroup(path) => format!(
+            "cgroup-{}",
+            path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "root".into())
+        ),
+    };
+    raw.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' }).collect()
+}
+
+/// Runs `profiler attach`.
+///
+/// # Errors
+/// When the target cannot be resolved (unknown pid, cgroup or container: the error lists
+/// the running containers), the programs cannot be loaded (not root, no BTF, verifier), or
+/// the output cannot be written.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.frequency == 0 || args.frequency > 10_000 {
+        bail!("--frequency must be between 1 and 10000 Hz, got {}", args.frequency);
+    }
+    let target = args.target();
+    let out = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from("reports").join(format!("{}-{}", chrono::Utc::now().format("%Y%m%dT%H%M%SZ"), slug(&target)))
+    });
+    let mut resolved = target.resolve().with_context(|| format!("cannot resolve {target}"))?;
+    tracing::info!(target = %resolved.description, filter = ?resolved.filter, "resolved");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let presses = Arc::new(AtomicUsize::new(0));
+    {
+        let (stop, presses) = (stop.clone(), presses.clone());
+        ctrlc::set_handler(move || {
+            if presses.fetch_add(1, Ordering::SeqCst) == 0 {
+                stop.store(true, Ordering::SeqCst);
+                eprintln!("\nprofiler: stopping; draining and writing what was collected");
+            } else {
+                eprintln!("profiler: still writing the profile, please wait");
+            }
+        })
+        .context("cannot install the Ctrl-C handler")?;
+    }
+
+    let options = collect::Options {
+        frequency_hz: args.frequency,
+        offcpu: !args.no_offcpu,
+        offcpu_min_block_ns: args.offcpu_min_block_us.saturating_mul(1_000),
+        syscalls: !args.no_syscalls,
+        ..Default::default()
+    };
+    let unbounded = args.duration == 0;
+    let duration = if unbounded { Duration::from_secs(u64::MAX / 4) } else { Duration::from_secs(args.duration) };
+    let progress = if unbounded {
+        indicatif::ProgressBar::new_spinner()
+    } else {
+        indicatif::ProgressBar::new(args.duration)
+    };
+    progress.set_style(
+        indicatif::ProgressStyle::with_template(if unbounded {
+            "{spinner} {msg} {elapsed} (Ctrl-C to stop)"
+        } else {
+            "{msg} [{bar:30}] {pos}/{len} s (Ctrl-C to stop early)"
+        })
+        .expect("static template")
+        .progress_chars("=> "),
+    );
+    progress.set_message(format!("profiling {}", resolved.description));
+    let (raw, reason) = collect::run(&mut resolved, &options, duration, &stop, |elapsed| {
+        progress.set_position(elapsed.as_secs());
+        progress.tick();
+    })
+    .with_context(|| format!("cannot collect from {}", target))?;
+    progress.finish_and_clear();
+    match reason {
+        StopReason::Deadline => {}
+        StopReason::Interrupted => tracing::warn!("interrupted: the profile is partial"),
+        StopReason::TargetGone => tracing::warn!("the target exited: the profile is partial"),
+    }
+
+    let profile = symbolize::symbolize(raw);
+    let written = render::write_all(&profile, &out).with_context(|| format!("cannot write into {}", out.display()))?;
+    for path in &written {
+        tracing::info!(path = %path.display(), "wrote");
+    }
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(render::summary(&profile).as_bytes())?;
+    writeln!(stdout, "files: {}", out.display())?;
+    stdout.flush()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_are_file_name_safe() {
+        assert_eq!(slug(&Target::Pid(42)), "pid-42");
+        assert_eq!(slug(&Target::Container("my app/x".into())), "container-my_app_x");
+        assert_eq!(slug(&Target::Cgroup("/sys/fs/cgroup/unified/system.slice/x.service".into())), "cgroup-x.service");
+    }
+}
