@@ -13,7 +13,8 @@
 //! - one `Location` per physical frame: a non-inlined frame plus the inlined frames nested in
 //!   it become one location with several `Line`s, innermost first as profile.proto asks;
 //!   addresses are not kept in a [`Profile`], so `Location.address` is 0;
-//! - one `Mapping` per module (file name only, no address range), one `Function` per
+//! - one `Mapping` per module (file name only, no address range; the target's executable
+//!   first, which pprof shows as the main binary), one `Function` per
 //!   distinct (name, file), named by [`Frame::display_name`].
 //!
 //! [`Meta::frequency_hz`]: super::Meta::frequency_hz
@@ -98,13 +99,36 @@ pub fn build(profile: &Profile, kind: Kind) -> protos::Profile {
     let default_sample_type = sample_type[1].ty;
 
     let mut mappings: Vec<protos::Mapping> = Vec::new();
-    let mut mapping_ids: HashMap<&str, u64> = HashMap::new();
     let mut functions: Vec<protos::Function> = Vec::new();
     let mut function_ids: HashMap<(std::borrow::Cow<'_, str>, Option<&str>), u64> = HashMap::new();
     let mut locations: Vec<protos::Location> = Vec::new();
     // A location is identified by its frame indices (outer first).
     let mut location_ids: HashMap<Vec<u32>, u64> = HashMap::new();
     let mut stack_locations: HashMap<u32, Vec<u64>> = HashMap::new();
+
+    // `go tool pprof` takes the first mapping as the main binary (its "File:" line): make it
+    // the target's executable.
+    if let Some(process) = profile.processes.first() {
+        let exe = std::path::Path::new(&process.exe)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| process.comm.clone());
+        if !exe.is_empty() {
+            mappings.push(protos::Mapping {
+                id: 1,
+                filename: strings.get(&exe),
+                has_functions: true,
+                has_filenames: true,
+                has_line_numbers: true,
+                has_inline_frames: true,
+                ..Default::default()
+            });
+        }
+    }
+    let mut mapping_ids: HashMap<String, u64> = mappings
+        .iter()
+        .map(|m| (strings.table[m.filename as usize].clone(), m.id))
+        .collect();
 
     let label_thread = strings.get("thread");
     let label_pid = strings.get("pid");
@@ -139,7 +163,7 @@ pub fn build(profile: &Profile, kind: Kind) -> protos::Profile {
                 }
                 let outer: &Frame = &profile.frames[group[0] as usize];
                 let module = module_name(outer);
-                let mapping_id = *mapping_ids.entry(module).or_insert_with(|| {
+                let mapping_id = *mapping_ids.entry(module.to_string()).or_insert_with(|| {
                     let id = mappings.len() as u64 + 1;
                     mappings.push(protos::Mapping {
                         id,
