@@ -8,7 +8,7 @@ pub mod world;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{PgConnection, PgPool};
+use sqlx::{Connection, PgConnection, PgPool};
 
 use crate::costs::{Cost, Costs};
 
@@ -23,13 +23,17 @@ pub fn pool_options(costs: Costs, max_connections: u32) -> PgPoolOptions {
         .test_before_acquire(costs.on(Cost::PoolPing))
 }
 
-/// Opens the pool and checks that PostgreSQL answers (one connection is opened).
+/// Checks that PostgreSQL answers with one direct connection (so that a refused connection
+/// or a bad password is reported as such at once, not as a pool timeout), closes it, and
+/// returns the pool, which opens its connections on demand.
 ///
 /// # Errors
-/// The sqlx error of the first connection attempt (bad URL, refused, authentication).
+/// The sqlx error of that connection (bad URL, refused, authentication, no such database).
 pub async fn connect(url: &str, costs: Costs, max_connections: u32) -> Result<PgPool, sqlx::Error> {
     let options: PgConnectOptions = url.parse()?;
-    pool_options(costs, max_connections).connect_with(options).await
+    let probe = PgConnection::connect_with(&options).await?;
+    probe.close().await?;
+    Ok(pool_options(costs, max_connections).connect_lazy_with(options))
 }
 
 /// `SELECT set_config('app.actor', $1, true)`: the actor of the current transaction, for
