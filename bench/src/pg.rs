@@ -19,8 +19,10 @@
 //!
 //! Dropping a [`TempPostgres`] stops the server (fast shutdown, then immediate shutdown, then
 //! SIGKILL of its process group, each bounded in time), reaps it, and removes the directory;
-//! this also happens while a test unwinds from a panic. A process killed with SIGKILL cannot
-//! run `Drop`: its server keeps running and its directory stays behind in `/dev/shm`.
+//! this also happens while a test unwinds from a panic. A process killed with SIGKILL (or by an
+//! unhandled SIGINT) cannot run `Drop`: the kernel then stops the server (`PR_SET_PDEATHSIG`,
+//! SIGQUIT = immediate shutdown), and the directory it leaves in `/dev/shm` is removed by the
+//! next [`TempPostgres::start`] ([`remove_stale_dirs`]).
 
 use std::ffi::CString;
 use std::fs;
@@ -40,6 +42,8 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 pub const STOP_STEP_TIMEOUT: Duration = Duration::from_secs(5);
 /// `max_connections` of the server (the benchmark's pool plus tests plus `psql`).
 pub const MAX_CONNECTIONS: u32 = 300;
+/// File in the temporary directory holding the PID of the process that owns the server.
+pub const OWNER_FILE: &str = "owner.pid";
 /// The application role's name and password (see the module docs).
 pub const APP_ROLE: &str = "crm";
 /// The superuser's password over TCP.
@@ -122,15 +126,15 @@ impl TempPostgres {
         let bin = find_bin_dir()?;
         let run_as = if unsafe_free_geteuid() == 0 { Some(lookup_user("postgres")?) } else { None };
 
-        let mut builder = tempfile::Builder::new();
-        builder.prefix("bench-pg-");
-        let dir = if Path::new("/dev/shm").is_dir() {
-            builder.tempdir_in("/dev/shm")
-        } else {
-            builder.tempdir()
-        }
+        let parent = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
+        remove_stale_dirs(&parent);
+        let dir = tempfile::Builder::new()
+            .prefix("bench-pg-")
+            .tempdir_in(&parent)
         .map_err(io_err("create a temporary directory"))?;
         let root = dir.path().to_path_buf();
+        let owner = root.join(OWNER_FILE);
+        fs::write(&owner, format!("{}\n", std::process::id())).map_err(io_err(format!("write {}", owner.display())))?;
         let data = root.join("data");
         let pwfile = root.join("pwfile");
         fs::write(&pwfile, ADMIN_PASSWORD).map_err(io_err(format!("write {}", pwfile.display())))?;
@@ -203,7 +207,24 @@ impl TempPostgres {
         if let Some((uid, gid)) = self.run_as {
             cmd.uid(uid).gid(gid);
         }
-        let child = cmd.spawn().map_err(io_err(format!("spawn {}", self.bin.join("postgres").display())))?;
+        // If this process dies without running Drop (SIGKILL, an unhandled SIGINT), the kernel
+        // sends the postmaster SIGQUIT (immediate shutdown). PR_SET_PDEATHSIG is tied to the
+        // spawning *thread*, so the spawn happens on a thread that lives as long as the process.
+        // pre_exec runs after std's setuid, which would otherwise clear the setting.
+        let parent = std::process::id();
+        // SAFETY: the closure only calls async-signal-safe functions (prctl, getppid).
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGQUIT as libc::c_ulong, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if u32::try_from(libc::getppid()).ok() != Some(parent) {
+                    return Err(std::io::Error::other("the parent exited before postgres started"));
+                }
+                Ok(())
+            });
+        }
+        let child = spawn_on_lifetime_thread(cmd).map_err(io_err(format!("spawn {}", self.bin.join("postgres").display())))?;
         self.child = Some(child);
 
         let deadline = Instant::now() + START_TIMEOUT;
@@ -373,6 +394,64 @@ impl Drop for TempPostgres {
         }
         // TempDir's own Drop removes the directory.
     }
+}
+
+/// Spawns `cmd` from one thread that lives until the process exits (see `spawn_server`).
+fn spawn_on_lifetime_thread(cmd: Command) -> std::io::Result<Child> {
+    type Job = (Command, std::sync::mpsc::Sender<std::io::Result<Child>>);
+    static SPAWNER: std::sync::OnceLock<Option<std::sync::Mutex<std::sync::mpsc::Sender<Job>>>> = std::sync::OnceLock::new();
+    let tx = SPAWNER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("bench-pg-spawner".into())
+            .spawn(move || {
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .ok()
+            .map(|_| std::sync::Mutex::new(tx))
+    });
+    let tx = tx.as_ref().ok_or_else(|| std::io::Error::other("cannot start the spawner thread"))?;
+    let (reply_tx, reply_rx) = std::sync::mpsc::channel();
+    tx.lock()
+        .map_err(|_| std::io::Error::other("spawner lock poisoned"))?
+        .send((cmd, reply_tx))
+        .map_err(|_| std::io::Error::other("the spawner thread is gone"))?;
+    reply_rx.recv().map_err(|_| std::io::Error::other("the spawner thread is gone"))?
+}
+
+/// Removes `bench-pg-*` directories in `parent` left by processes that died without running
+/// Drop: those whose `owner.pid` (written by [`TempPostgres::start`]) names a process that no
+/// longer exists, or that have no such file and were last modified more than ten minutes ago
+/// (a directory being set up right now has no owner file for a moment, but is fresh). Returns
+/// how many were removed.
+pub fn remove_stale_dirs(parent: &Path) -> usize {
+    let Ok(entries) = fs::read_dir(parent) else { return 0 };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        if !name.to_str().is_some_and(|n| n.starts_with("bench-pg-")) {
+            continue;
+        }
+        let dir = e.path();
+        let stale = match fs::read_to_string(dir.join(OWNER_FILE)) {
+            Ok(text) => match text.lines().next().and_then(|l| l.trim().parse::<u32>().ok()) {
+                Some(pid) => !Path::new(&format!("/proc/{pid}")).exists(),
+                None => false,
+            },
+            Err(_) => e
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > Duration::from_secs(600)),
+        };
+        if stale && fs::remove_dir_all(&dir).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 fn send_signal(pid: u32, sig: libc::c_int, group: bool) {

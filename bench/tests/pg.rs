@@ -160,3 +160,72 @@ fn drop_during_a_panic_still_stops_the_server() {
     assert!(!alive(pid), "postmaster {pid} survived the panic");
     assert!(!dir.exists(), "{} left behind", dir.display());
 }
+
+/// The `bench-pg` binary, with stdin piped; returns the child and the URL it printed.
+fn start_bench_pg() -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_bench-pg"))
+        .args(["--db", "handmade"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn bench-pg");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("read the URL");
+    (child, line.trim().to_string())
+}
+
+/// The postmaster started by `parent` and its temporary directory (from `-D DIR/data`).
+fn postmaster_of(parent: u32) -> (u32, PathBuf) {
+    for pid in children_of(parent) {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        if args.first().is_some_and(|a| a.ends_with("/postgres")) {
+            let data = args.iter().skip_while(|a| *a != "-D").nth(1).expect("-D DIR");
+            return (pid, PathBuf::from(data).parent().expect("root").to_path_buf());
+        }
+    }
+    panic!("no postmaster among the children of {parent}");
+}
+
+#[test]
+fn bench_pg_serves_the_seed_over_scram_and_stops_at_stdin_eof() {
+    let (mut child, url) = start_bench_pg();
+    assert!(url.starts_with("postgres://crm:crm@127.0.0.1:") && url.ends_with("/handmade"), "{url}");
+    let (pm, dir) = postmaster_of(child.id());
+    // Password authentication over TCP, as the app connects (psql here, outside our code).
+    let out = std::process::Command::new("psql")
+        .args(["-X", "-A", "-t", &url, "-c", "SELECT current_user, (SELECT count(*) FROM deals), (SELECT count(*) FROM world)"])
+        .output()
+        .expect("psql");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "crm|1000|10000");
+    // A wrong password is refused: the loopback is not `trust`.
+    let wrong = url.replace("crm:crm@", "crm:nope@");
+    let out = std::process::Command::new("psql").args(["-X", &wrong, "-c", "SELECT 1"]).output().expect("psql");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("password authentication failed"), "{}", String::from_utf8_lossy(&out.stderr));
+
+    drop(child.stdin.take());
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{status}");
+    assert!(!alive(pm), "postmaster {pm} still running");
+    assert!(!dir.exists(), "{} left behind", dir.display());
+}
+
+#[test]
+fn a_killed_owner_takes_its_server_down_and_the_directory_is_reclaimed() {
+    let (mut child, _url) = start_bench_pg();
+    let (pm, dir) = postmaster_of(child.id());
+    child.kill().expect("SIGKILL bench-pg");
+    child.wait().expect("reap");
+    // PR_SET_PDEATHSIG: the kernel sends the postmaster SIGQUIT.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while alive(pm) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(!alive(pm), "postmaster {pm} outlived its owner");
+    assert!(dir.exists(), "nobody ran Drop, so the directory is still there");
+    assert!(bench::pg::remove_stale_dirs(dir.parent().expect("parent")) >= 1);
+    assert!(!dir.exists(), "{} not reclaimed", dir.display());
+}
