@@ -164,13 +164,16 @@ pub struct RunSpec {
     pub memory_bytes: Option<i64>,
 }
 
-/// A running container: its id and the host pid of its first process.
+/// A running container: its id, the host pid of its first process and when it was started.
 #[derive(Debug, Clone)]
 pub struct Running {
     /// Container id.
     pub id: String,
     /// Host pid of the container's first process (`State.Pid`).
     pub pid: u32,
+    /// Taken just before the engine was asked to start the (already created) container: the
+    /// origin of "time to ready".
+    pub started: std::time::Instant,
 }
 
 /// Creates and starts a container on the host network (`--network host`), replacing a stopped
@@ -195,6 +198,7 @@ pub async fn run_container(docker: &Docker, spec: &RunSpec) -> Result<Running, D
         .create_container(Some(opts), body)
         .await
         .map_err(|source| DockerError::Api { context: format!("create container {}", spec.name), source })?;
+    let started = std::time::Instant::now();
     docker
         .start_container(&created.id, None::<StartContainerOptions>)
         .await
@@ -204,7 +208,7 @@ pub async fn run_container(docker: &Docker, spec: &RunSpec) -> Result<Running, D
         .await
         .map_err(|source| DockerError::Api { context: format!("inspect container {}", spec.name), source })?;
     let pid = info.state.and_then(|s| s.pid).unwrap_or(0);
-    Ok(Running { id: created.id, pid: u32::try_from(pid).unwrap_or(0) })
+    Ok(Running { id: created.id, pid: u32::try_from(pid).unwrap_or(0), started })
 }
 
 /// Removes a container by name or id (forced: a running one is killed). Absent is not an error.

@@ -182,7 +182,8 @@ pub struct Environment {
     pub database_url: String,
     /// Host pid of the PostgreSQL postmaster (throwaway server only).
     pub pg_pid: Option<u32>,
-    /// From start to first 200, ms.
+    /// From the container's start (the engine's start call, after it was created; with
+    /// `--no-docker`, the spawn) to the first 200 from `GET /json`, ms.
     pub time_to_ready_ms: f64,
     /// Idle resident memory of the app, bytes.
     pub idle_rss_bytes: u64,
@@ -285,8 +286,8 @@ impl Environment {
                 cpuset_cpus: Some(opts.app_cpus.clone()),
                 memory_bytes: Some(4 << 30),
             };
-            started = Instant::now();
             let running = docker::run_container(&docker, &spec).await?;
+            started = running.started;
             self.container = Some(opts.name.clone());
             self.target.container = Some(opts.name.clone());
             self.target.pid = running.pid;
