@@ -253,6 +253,6 @@ pub mod names {
     pub const GLOBAL_TARGET_CGROUP_LEVEL: &str = "target_cgroup_level";
     /// Knob (`u64`, `offcpu`): shorter waits are not recorded, ns.
     pub const GLOBAL_MIN_BLOCK_NS: &str = "min_block_ns";
-    /// Knob (`u32`, `stackcopy`): bytes of user stack read per sample, `<= STACK_COPY_MAX_BYTES`.
+    /// Knob (`u64`, `stackcopy`): bytes of user stack read per sample, `<= STACK_COPY_MAX_BYTES`.
     pub const GLOBAL_STACK_COPY_BYTES: &str = "stack_copy_bytes";
 }

@@ -24,7 +24,7 @@
 char LICENSE[] SEC("license") = "GPL";
 
 /* Knob: bytes of user stack to read per sample, <= STACK_COPY_MAX_BYTES. */
-const volatile __u32 stack_copy_bytes = 16384;
+const volatile __u64 stack_copy_bytes = 16384;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
@@ -48,7 +48,8 @@ int on_cpu_sample_stack_copy(struct bpf_perf_event_data *ctx)
 	__u32 pid = id;
 	struct stack_sample *s;
 	__u64 ip, sp, bp;
-	__u32 flags = 0, len = 0, limit, chunk;
+	__u32 flags = 0, len = 0, chunk;
+	__u64 limit;
 
 	if (pid == 0) /* the idle task */
 		return 0;

@@ -9,3 +9,4 @@ pub mod profile;
 pub mod render;
 pub mod symbolize;
 pub mod target;
+pub mod unwind;

@@ -13,6 +13,7 @@
 //! reason goes to [`Meta::partial`]. Off-CPU waits still open at that moment are counted up
 //! to the end of the run.
 
+mod dwarf;
 mod syscall_names;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -26,6 +27,7 @@ use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, S
 use aya::programs::{BtfTracePoint, PerfEvent, ProgramError, RawTracePoint};
 use aya::{Btf, Ebpf, EbpfError, EbpfLoader};
 
+pub use dwarf::{Unwind, DEFAULT_STACK_COPY_BYTES};
 pub use syscall_names::{syscall_name, SYSCALL_NAMES_X86_64};
 
 use crate::profile::{LostCounters, Meta, Process, RawProfile, RawStack, SyscallStat};
@@ -104,11 +106,18 @@ pub struct Options {
     pub offcpu_min_block_ns: u64,
     /// Count syscalls and their latency. Default is true.
     pub syscalls: bool,
+    /// How on-CPU user stacks are unwound: see [`Unwind`] and [`dwarf`](self::dwarf).
+    /// Default is [`Unwind::Auto`] (stack copy + `.eh_frame` CFI, frame pointers where a
+    /// binary has no CFI).
+    pub unwind: Unwind,
+    /// Bytes of user stack copied per sample for [`Unwind::Auto`] and [`Unwind::Dwarf`]
+    /// (at most 32768). Default is [`DEFAULT_STACK_COPY_BYTES`].
+    pub stack_copy_bytes: u64,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { frequency_hz: 99, offcpu: true, offcpu_min_block_ns: 1_000, syscalls: true }
+        Options { frequency_hz: 99, offcpu: true, offcpu_min_block_ns: 1_000, syscalls: true, unwind: Unwind::Auto, stack_copy_bytes: DEFAULT_STACK_COPY_BYTES }
     }
 }
 
@@ -137,6 +146,8 @@ pub struct Collector {
     cpu_at_start: Option<u64>,
     cpus: u32,
     processes: BTreeMap<u32, Process>,
+    /// On-CPU sampling with stack copies (`Unwind::Auto`/`Dwarf`); `sample` then stays unattached.
+    stack_copy: Option<dwarf::StackCopy>,
 }
 
 /// Kernel run statistics of one BPF program (`bpf_prog_info.run_cnt` / `run_time_ns`).
@@ -262,6 +273,10 @@ impl Collector {
             let prog: &mut PerfEvent = program(&mut sample, names::PROG_ON_CPU_SAMPLE)?;
             prog.load().map_err(|e| load_error(names::PROG_ON_CPU_SAMPLE, e))?;
         }
+        let mut stack_copy = match options.unwind {
+            Unwind::Fp => None,
+            mode => Some(dwarf::StackCopy::load(filter, mode, options.stack_copy_bytes)?),
+        };
         let mut offcpu = if options.offcpu {
             let min_block = options.offcpu_min_block_ns;
             let mut ebpf = load_object("offcpu", agent_ebpf::OFFCPU_OBJECT, filter, &[(names::GLOBAL_MIN_BLOCK_NS, &min_block)])?;
@@ -299,7 +314,9 @@ impl Collector {
             let prog: &mut BtfTracePoint = program(ebpf, names::PROG_ON_SCHED_SWITCH)?;
             prog.attach().map_err(|source| CollectError::Attach { program: names::PROG_ON_SCHED_SWITCH, source })?;
         }
-        {
+        if let Some(stack_copy) = stack_copy.as_mut() {
+            stack_copy.attach(&cpus, options.frequency_hz)?;
+        } else {
             let prog: &mut PerfEvent = program(&mut sample, names::PROG_ON_CPU_SAMPLE)?;
             for &cpu in &cpus {
                 prog.attach(
@@ -327,6 +344,7 @@ impl Collector {
             cpu_at_start,
             cpus: cpus.len() as u32,
             processes: BTreeMap::new(),
+            stack_copy,
         };
         collector.note_processes(&target.pids()?);
         Ok(collector)
@@ -336,6 +354,9 @@ impl Collector {
     /// loaded so far) and remembers the new processes.
     pub fn update_pids(&mut self, pids: &BTreeSet<u32>, old: &BTreeSet<u32>) -> Result<(), CollectError> {
         set_target_pids(&mut self.sample, pids, old)?;
+        if let Some(stack_copy) = self.stack_copy.as_mut() {
+            stack_copy.update_pids(pids, old)?;
+        }
         if let Some(ebpf) = self.offcpu.as_mut() {
             set_target_pids(ebpf, pids, old)?;
         }
@@ -364,6 +385,9 @@ impl Collector {
             }
         };
         push(&self.sample, names::PROG_ON_CPU_SAMPLE);
+        if let Some(stack_copy) = &self.stack_copy {
+            push(stack_copy.ebpf(), names::PROG_ON_CPU_SAMPLE_STACK_COPY);
+        }
         if let Some(ebpf) = &self.offcpu {
             push(ebpf, names::PROG_ON_SCHED_SWITCH);
         }
@@ -404,6 +428,13 @@ impl Collector {
 
         let mut lost = LostCounters::default();
         let on_cpu = drain_on_cpu(&self.sample)?;
+        let (on_cpu, unwind) = match self.stack_copy.take() {
+            Some(stack_copy) => {
+                let (stacks, report) = stack_copy.finish(&mut lost)?;
+                (stacks, Some(report))
+            }
+            None => (on_cpu, None),
+        };
         add_lost(&self.sample, &mut lost)?;
         let off_cpu = match &self.offcpu {
             Some(ebpf) => {
@@ -439,6 +470,7 @@ impl Collector {
                 (Some(a), Some(b)) if b >= a => Some(b - a),
                 _ => None,
             },
+            unwind,
         };
         Ok(RawProfile { meta, processes, on_cpu, off_cpu, syscalls, lost })
     }

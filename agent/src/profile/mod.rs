@@ -46,6 +46,72 @@ pub struct Meta {
     /// CPU time the target used during the run, ns (from its cgroup's `cpuacct.usage` or
     /// `/proc/PID/stat` utime+stime), when it could be read.
     pub target_cpu_ns: Option<u64>,
+    /// How on-CPU user stacks were unwound when the stack-copy (DWARF) path was used
+    /// (`--unwind dwarf|auto`); `None` for frame-pointer stacks unwound in the kernel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unwind: Option<UnwindReport>,
+}
+
+/// What the stack-copy (DWARF, `.eh_frame`) unwinding did during a run: the bound on the stack
+/// copy, how the walks ended, what it cost and, per binary, which unwind tables were used.
+/// Counts are on-CPU samples unless said otherwise.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UnwindReport {
+    /// `dwarf` (CFI only; walks stop at code without CFI) or `auto` (CFI where the code has
+    /// it, frame pointers where it has not).
+    pub mode: String,
+    /// Bytes of user stack copied at most per sample (the `stack_copy_bytes` knob), bytes.
+    pub stack_copy_bytes: u64,
+    /// Samples received from the ring buffer and unwound.
+    pub samples: u64,
+    /// Walks that reached the end of the stack (the outermost frame's CFI says it has no
+    /// caller, as `_start` and `clone3` do).
+    pub complete: u64,
+    /// Walks that needed stack beyond the copy (stacks deeper than `stack_copy_bytes`).
+    pub truncated_copy_end: u64,
+    /// Walks stopped at code without CFI (JIT/anonymous memory, binaries without `.eh_frame`).
+    pub truncated_no_unwind_info: u64,
+    /// Walks stopped because a return address was outside executable memory (dropped).
+    pub truncated_bad_address: u64,
+    /// Walks stopped by the depth limit, an unwinder error, or a process gone before its
+    /// samples were unwound.
+    pub truncated_other: u64,
+    /// Frames unwound with the frame-pointer fallback (`auto` only).
+    pub fp_fallback_frames: u64,
+    /// Sum of the stack bytes copied by the kernel over all samples, bytes.
+    pub bytes_copied_total: u64,
+    /// Most stack bytes copied for one sample, bytes.
+    pub bytes_copied_max: u64,
+    /// Most stack bytes a complete walk needed (highest address read - sp + 8), bytes: how
+    /// deep the deepest complete stack was; compare with `stack_copy_bytes`.
+    pub stack_bytes_used_max: u64,
+    /// Wall-clock time the agent spent unwinding, ns.
+    pub unwind_ns: u64,
+    /// Distinct binaries whose unwind tables were read (each once per run).
+    pub binaries_loaded: u64,
+    /// Per binary that held a frame or ended a walk.
+    pub modules: Vec<ModuleUnwind>,
+}
+
+/// How one binary's frames were unwound (part of [`UnwindReport`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModuleUnwind {
+    /// File name (`libc.so.6`, `target-app`, `[vdso]`, `[anonymous]`).
+    pub module: String,
+    /// GNU build id, hex, when the binary has one.
+    pub build_id: Option<String>,
+    /// Unwind tables found: `eh_frame_hdr`, `eh_frame`, `debug_frame` or `none`.
+    pub unwind_info: String,
+    /// Why the binary could not be read, if it could not.
+    pub error: Option<String>,
+    /// Frames in this binary unwound with CFI.
+    pub cfi_frames: u64,
+    /// Frames in this binary unwound with frame pointers (no CFI, `auto` mode).
+    pub fp_fallback_frames: u64,
+    /// Walks that ended in this binary, complete.
+    pub ended_complete: u64,
+    /// Walks that ended in this binary, truncated (any reason).
+    pub ended_truncated: u64,
 }
 
 /// Everything the agent knows it lost. Shown in every report, never hidden.

@@ -1,0 +1,270 @@
+//! On-CPU sampling with DWARF unwinding in user space (the "stack copy" path).
+//!
+//! `on_cpu_sample_stack_copy` (agent-ebpf `stackcopy.bpf.c`) runs on a software CPU-clock perf
+//! event per online CPU, with the same target filter as `on_cpu_sample`, and sends per sample
+//! the user registers, the kernel stack id and up to [`DEFAULT_STACK_COPY_BYTES`] of user stack
+//! through the `stack_samples` ring buffer. A thread of the agent drains the ring buffer
+//! continuously during the run, unwinds each sample with [`crate::unwind::Unwinder`] (framehop
+//! on the binaries' `.eh_frame`) and aggregates the samples per (thread, user stack, kernel
+//! stack) into the same [`RawStack`]s as the frame-pointer path.
+//!
+//! Bound on the copy: a stack deeper than the copy loses its outer frames (the walk ends with
+//! "copy end", counted in [`UnwindReport::truncated_copy_end`] and, once symbolized, in
+//! `truncated_stacks`). Losses in the kernel (ring buffer full, unreadable stack) go to
+//! [`LostCounters::ringbuf_dropped`] and [`LostCounters::stack_walk_failures`].
+//!
+//! Off-CPU stacks are still frame-pointer stacks (`offcpu.bpf.c`): copying stacks at every
+//! context switch is a different cost.
+
+use std::collections::{BTreeSet, HashMap};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use agent_ebpf::abi::{self, lost_index, names, StackSampleHeader};
+use aya::maps::{MapData, PerCpuArray, RingBuf};
+use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
+use aya::programs::PerfEvent;
+use aya::Ebpf;
+
+use super::{comm_string, load_error, load_object, map_error, program, set_target_pids, stack, stack_map, CollectError};
+use crate::profile::{LostCounters, ModuleUnwind, RawStack, UnwindReport};
+use crate::target::Filter;
+use crate::unwind::{self, Sample, StackEnd, Unwinder};
+
+/// How on-CPU user stacks are unwound (`--unwind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Unwind {
+    /// Stack copy + CFI where the code has it (every binary with `.eh_frame`: Rust, C/C++ by
+    /// default, glibc), frame pointers for code without CFI (JIT, stripped tables). Works on
+    /// binaries built with or without frame pointers. Default.
+    #[default]
+    Auto,
+    /// Frame pointers, walked in the kernel (`bpf_get_stackid`): cheapest, but stacks stop at
+    /// code built without frame pointers (Debian's glibc, Rust release defaults).
+    Fp,
+    /// Stack copy + CFI only: a walk stops at code without CFI instead of guessing.
+    Dwarf,
+}
+
+impl Unwind {
+    /// `auto`, `fp` or `dwarf`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unwind::Auto => "auto",
+            Unwind::Fp => "fp",
+            Unwind::Dwarf => "dwarf",
+        }
+    }
+}
+
+impl std::str::FromStr for Unwind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Unwind::Auto),
+            "fp" => Ok(Unwind::Fp),
+            "dwarf" => Ok(Unwind::Dwarf),
+            other => Err(format!("unknown unwinding `{other}` (expected auto, fp or dwarf)")),
+        }
+    }
+}
+
+/// Bytes of user stack copied per sample by default. Measured on target-app under `/db` load:
+/// see the report of issue 7 (the deepest complete tokio worker stack needed well under this).
+pub const DEFAULT_STACK_COPY_BYTES: u64 = 16384;
+
+/// How long the drain thread waits for the ring buffer before checking the stop flag, ms.
+const POLL_TIMEOUT_MS: i32 = 50;
+
+/// Aggregation key of unwound samples.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    tgid: u32,
+    tid: u32,
+    comm: [u8; abi::COMM_LEN],
+    user: Vec<u64>,
+    kernel_stack_id: i32,
+}
+
+/// What the drain thread hands back.
+struct Drained {
+    counts: HashMap<Key, u64>,
+    report: UnwindReport,
+    modules: Vec<unwind::ModuleStats>,
+}
+
+/// The loaded (and, after [`StackCopy::attach`], running) stack-copy sampler.
+pub(super) struct StackCopy {
+    ebpf: Ebpf,
+    mode: Unwind,
+    stack_copy_bytes: u64,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Drained>>,
+}
+
+impl StackCopy {
+    /// Loads `stackcopy` with the target filter and verifies the program; nothing runs yet.
+    pub(super) fn load(filter: &Filter, mode: Unwind, stack_copy_bytes: u64) -> Result<Self, CollectError> {
+        let stack_copy_bytes = stack_copy_bytes.clamp(8, abi::STACK_COPY_MAX_BYTES as u64);
+        let mut ebpf = load_object("stackcopy", agent_ebpf::STACKCOPY_OBJECT, filter, &[(names::GLOBAL_STACK_COPY_BYTES, &stack_copy_bytes)])?;
+        let prog: &mut PerfEvent = program(&mut ebpf, names::PROG_ON_CPU_SAMPLE_STACK_COPY)?;
+        prog.load().map_err(|e| load_error(names::PROG_ON_CPU_SAMPLE_STACK_COPY, e))?;
+        Ok(StackCopy { ebpf, mode, stack_copy_bytes, stop: Arc::new(AtomicBool::new(false)), thread: None })
+    }
+
+    /// Starts the drain thread, then attaches the program to a CPU-clock perf event on each
+    /// of `cpus` at `frequency_hz` samples per second per CPU.
+    pub(super) fn attach(&mut self, cpus: &[u32], frequency_hz: u64) -> Result<(), CollectError> {
+        let map = self.ebpf.take_map(names::MAP_STACK_SAMPLES).ok_or_else(|| map_error(names::MAP_STACK_SAMPLES, "missing"))?;
+        let ring: RingBuf<MapData> = RingBuf::try_from(map).map_err(|e| map_error(names::MAP_STACK_SAMPLES, e))?;
+        let stop = self.stop.clone();
+        let mode = match self.mode {
+            Unwind::Dwarf => unwind::Mode::Dwarf,
+            Unwind::Auto | Unwind::Fp => unwind::Mode::Auto,
+        };
+        let report = UnwindReport { mode: self.mode.as_str().to_owned(), stack_copy_bytes: self.stack_copy_bytes, ..Default::default() };
+        let thread = std::thread::Builder::new()
+            .name("profiler-unwind".to_owned())
+            .spawn(move || drain(ring, stop, mode, report))
+            .map_err(|e| map_error(names::MAP_STACK_SAMPLES, format!("spawning the drain thread: {e}")))?;
+        self.thread = Some(thread);
+
+        let prog: &mut PerfEvent = program(&mut self.ebpf, names::PROG_ON_CPU_SAMPLE_STACK_COPY)?;
+        for &cpu in cpus {
+            prog.attach(
+                PerfEventConfig::Software(SoftwareEvent::CpuClock),
+                PerfEventScope::AllProcessesOneCpu { cpu },
+                SamplePolicy::Frequency(frequency_hz),
+                false,
+            )
+            .map_err(|source| CollectError::Attach { program: names::PROG_ON_CPU_SAMPLE_STACK_COPY, source })?;
+        }
+        Ok(())
+    }
+
+    /// Makes the pid-set filter of this object equal to `pids` (`old` is what it holds now).
+    pub(super) fn update_pids(&mut self, pids: &BTreeSet<u32>, old: &BTreeSet<u32>) -> Result<(), CollectError> {
+        set_target_pids(&mut self.ebpf, pids, old)
+    }
+
+    /// The attached program, for run statistics.
+    pub(super) fn ebpf(&self) -> &Ebpf {
+        &self.ebpf
+    }
+
+    /// Detaches the program, lets the drain thread unwind what is left in the ring buffer,
+    /// and returns the aggregated stacks and the report; adds this object's losses to `lost`.
+    pub(super) fn finish(mut self, lost: &mut LostCounters) -> Result<(Vec<RawStack>, UnwindReport), CollectError> {
+        {
+            let prog: &mut PerfEvent = program(&mut self.ebpf, names::PROG_ON_CPU_SAMPLE_STACK_COPY)?;
+            prog.unload().map_err(|source| CollectError::Attach { program: names::PROG_ON_CPU_SAMPLE_STACK_COPY, source })?;
+        }
+        self.stop.store(true, Ordering::Release);
+        let drained = match self.thread.take() {
+            Some(t) => t.join().map_err(|_| map_error(names::MAP_STACK_SAMPLES, "the drain thread panicked"))?,
+            None => Drained { counts: HashMap::new(), report: UnwindReport::default(), modules: Vec::new() },
+        };
+        super::add_lost(&self.ebpf, lost)?;
+        let lost_map = self.ebpf.map(names::MAP_LOST).ok_or_else(|| map_error(names::MAP_LOST, "missing"))?;
+        let counters: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(lost_map).map_err(|e| map_error(names::MAP_LOST, e))?;
+        let sum = |i: u32| -> Result<u64, CollectError> { Ok(counters.get(&i, 0).map_err(|e| map_error(names::MAP_LOST, e))?.iter().sum()) };
+        lost.ringbuf_dropped += sum(lost_index::RINGBUF_FULL)?;
+        lost.stack_walk_failures += sum(lost_index::STACK_COPY_FAILURES)?;
+
+        let stacks = stack_map(&self.ebpf)?;
+        let mut cache = HashMap::new();
+        let mut out: Vec<RawStack> = drained
+            .counts
+            .into_iter()
+            .map(|(key, count)| RawStack {
+                pid: key.tgid,
+                tid: key.tid,
+                thread: comm_string(&key.comm),
+                kernel: stack(&stacks, &mut cache, key.kernel_stack_id),
+                user: key.user,
+                count,
+                total_ns: 0,
+            })
+            .collect();
+        out.sort_by(|a, b| b.count.cmp(&a.count).then(a.tid.cmp(&b.tid)));
+
+        let mut report = drained.report;
+        report.modules = drained
+            .modules
+            .into_iter()
+            .map(|m| {
+                let complete = m.ends.get(&StackEnd::Complete).copied().unwrap_or(0);
+                let all: u64 = m.ends.values().sum();
+                ModuleUnwind {
+                    module: m.name,
+                    build_id: m.build_id,
+                    unwind_info: m.unwind_info.to_owned(),
+                    error: m.error,
+                    cfi_frames: m.cfi_frames,
+                    fp_fallback_frames: m.fp_fallback_frames,
+                    ended_complete: complete,
+                    ended_truncated: all - complete,
+                }
+            })
+            .filter(|m| m.cfi_frames + m.fp_fallback_frames + m.ended_complete + m.ended_truncated > 0)
+            .collect();
+        Ok((out, report))
+    }
+}
+
+/// The drain thread: waits on the ring buffer, unwinds and aggregates every sample, until
+/// `stop` is raised (after the program was detached) and the buffer is empty.
+fn drain(mut ring: RingBuf<MapData>, stop: Arc<AtomicBool>, mode: unwind::Mode, mut report: UnwindReport) -> Drained {
+    let mut unwinder = Unwinder::new(mode);
+    let mut counts: HashMap<Key, u64> = HashMap::new();
+    loop {
+        // Read the flag before draining: samples submitted before the detach are all in the
+        // buffer by the time the flag is seen, so the last drain below gets them.
+        let stopping = stop.load(Ordering::Acquire);
+        while let Some(item) = ring.next() {
+            handle(&item, &mut unwinder, &mut counts, &mut report);
+        }
+        if stopping {
+            break;
+        }
+        let mut pfd = libc::pollfd { fd: ring.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd; the fd lives as long as `ring`.
+        unsafe { libc::poll(&mut pfd, 1, POLL_TIMEOUT_MS) };
+    }
+    report.binaries_loaded = unwinder.binaries_loaded() as u64;
+    Drained { counts, report, modules: unwinder.module_stats() }
+}
+
+fn handle(data: &[u8], unwinder: &mut Unwinder, counts: &mut HashMap<Key, u64>, report: &mut UnwindReport) {
+    if data.len() < abi::STACK_SAMPLE_HEADER_SIZE {
+        return;
+    }
+    // SAFETY: at least STACK_SAMPLE_HEADER_SIZE bytes; StackSampleHeader is plain integers
+    // (every bit pattern valid); read_unaligned has no alignment requirement.
+    let h: StackSampleHeader = unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) };
+    let len = (h.stack_len as usize).min(abi::STACK_COPY_MAX_BYTES).min(data.len() - abi::STACK_SAMPLE_HEADER_SIZE);
+    let stack = &data[abi::STACK_SAMPLE_HEADER_SIZE..abi::STACK_SAMPLE_HEADER_SIZE + len];
+    let started = Instant::now();
+    let stack_top_reached = h.flags & abi::stack_sample_flags::COPY_SHORT != 0;
+    let u = unwinder.unwind(&Sample { pid: h.tgid, ip: h.ip, sp: h.sp, bp: h.bp, stack, stack_top_reached });
+    report.unwind_ns += started.elapsed().as_nanos() as u64;
+    report.samples += 1;
+    report.bytes_copied_total += len as u64;
+    report.bytes_copied_max = report.bytes_copied_max.max(len as u64);
+    report.fp_fallback_frames += u64::from(u.fp_fallback_frames);
+    match u.end {
+        StackEnd::Complete => {
+            report.complete += 1;
+            report.stack_bytes_used_max = report.stack_bytes_used_max.max(u.stack_bytes_used);
+        }
+        StackEnd::CopyEnd => report.truncated_copy_end += 1,
+        StackEnd::NoUnwindInfo => report.truncated_no_unwind_info += 1,
+        StackEnd::BadAddress => report.truncated_bad_address += 1,
+        StackEnd::DepthLimit | StackEnd::Error | StackEnd::ProcessGone => report.truncated_other += 1,
+    }
+    let key = Key { tgid: h.tgid, tid: h.pid, comm: h.comm, user: u.frames, kernel_stack_id: h.kernel_stack_id };
+    *counts.entry(key).or_default() += 1;
+}
