@@ -361,3 +361,56 @@ async fn ground_truth_table_all_vs_none() {
     println!("{table}");
     assert!(mismatches.is_empty(), "{table}\n{}", mismatches.join("\n"));
 }
+
+/// The unit of work seen on the wire: `COMMIT` after a 201, `ROLLBACK` after a 400 (the
+/// transaction was begun for the user lookup before the body was found invalid), no
+/// transaction at all for `/db` and `/json`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn unit_of_work_commits_below_400_and_rolls_back_above() {
+    let db = Db::start();
+    let proxy = PgProxy::start(upstream(&db.url)).await;
+    let url = proxy.url_for(&db.url);
+    let app = tokio::task::spawn_blocking(move || spawn_binary(&[("DATABASE_URL", &url), ("CRM_COSTS", "none"), ("DB_POOL_SIZE", "1")]))
+        .await
+        .unwrap();
+    let mut c = OneConnection::connect(&app.base).await;
+    let auth = format!("Bearer {}", token(7));
+    let json = [("Authorization", auth.as_str()), ("Content-Type", "application/json")];
+    // Warm up: prepare every statement once.
+    c.request("POST", "/api/deals", &json, Some(r#"{"title":"w","amount_cents":1,"stage":"won"}"#)).await;
+    c.request("GET", "/db", &[], None).await;
+    proxy.take_when_quiet(std::time::Duration::from_millis(200)).await;
+
+    let (status, body) = c.request("POST", "/api/deals", &json, Some(r#"{"title":"","amount_cents":-1,"stage":"won"}"#)).await;
+    assert_eq!(status, 400, "{body}");
+    let bad = proxy.take_when_quiet(std::time::Duration::from_millis(200)).await;
+    assert_eq!(
+        bad.exchanges,
+        vec![
+            Exchange::Simple("BEGIN".into()),
+            Exchange::Execute(SELECT_USER_NARROW.into()),
+            Exchange::Simple("ROLLBACK".into()),
+            Exchange::Ping,
+        ],
+        "400: rolled back"
+    );
+
+    let (status, body) = c.request("POST", "/api/deals", &json, Some(r#"{"title":"ok","amount_cents":5,"stage":"lead"}"#)).await;
+    assert_eq!(status, 201, "{body}");
+    let good = proxy.take_when_quiet(std::time::Duration::from_millis(200)).await;
+    assert_eq!(good.exchanges.len(), 5, "{:?}", good.exchanges);
+    assert_eq!(good.exchanges[0], Exchange::Simple("BEGIN".into()));
+    assert!(matches!(&good.exchanges[2], Exchange::Execute(s) if s.starts_with("INSERT INTO deals")));
+    assert_eq!(good.exchanges[3], Exchange::Simple("COMMIT".into()), "201: committed");
+
+    let (status, _) = c.request("GET", "/json", &[], None).await;
+    assert_eq!(status, 200);
+    let (status, _) = c.request("GET", "/db", &[], None).await;
+    assert_eq!(status, 200);
+    let plain = proxy.take_when_quiet(std::time::Duration::from_millis(200)).await;
+    assert_eq!(plain.exchanges, vec![Exchange::Execute(SELECT_WORLD.into()), Exchange::Ping], "/db: no transaction");
+    // The committed deal is there, the refused one is not (read with psql, outside the app).
+    let db_name = db.url.rsplit('/').next().unwrap();
+    let titles = db.pg.psql(db_name, "SELECT count(*) FROM deals WHERE title IN ('ok', '')").unwrap();
+    assert_eq!(titles.trim(), "1");
+}

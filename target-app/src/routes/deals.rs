@@ -89,7 +89,6 @@ fn int_param(raw: Option<&str>, default: i64, min: i64, max: i64, message: &str,
 
 /// `GET /api/deals?page=P&per_page=S`: count, page, owners, in the request's transaction.
 pub async fn deals_list(
-    State(_state): State<AppState>,
     uow: Uow,
     CurrentUser(_user): CurrentUser,
     Query(params): Query<Vec<(String, String)>>,
