@@ -47,6 +47,7 @@ enum Bug {
     AcceptsOwnerIdField,
     WrongLocation,
     NoGzip,
+    HangsOnDb,
 }
 
 #[derive(Clone)]
@@ -319,6 +320,9 @@ impl Fake {
         match (req.method().clone(), path.as_str()) {
             (Method::GET, "/json") => json_resp(StatusCode::OK, &json!({"message": "Hello, World!"})),
             (Method::GET, "/db") => {
+                if self.bug == Bug::HangsOnDb {
+                    tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+                }
                 let id = rand::thread_rng().gen_range(1..=10_000);
                 json_resp(StatusCode::OK, &json!({"id": id, "randomNumber": random_number(id)}))
             }
@@ -517,4 +521,20 @@ async fn the_binary_reports_failures_and_exits_by_result() {
             assert!(err.starts_with("conformance: error: "), "{err}");
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_server_costs_the_budget_not_two_hundred_timeouts() {
+    let url = start(Bug::HangsOnDb).await;
+    let options = conformance::Options { budget: std::time::Duration::from_secs(3), request_timeout: std::time::Duration::from_secs(1) };
+    let t0 = std::time::Instant::now();
+    let report = conformance::try_run_with(&url, DEFAULT_JWT_SECRET, options).await.expect("reachable");
+    let took = t0.elapsed();
+    assert!(took < std::time::Duration::from_secs(8), "took {took:?}");
+    let db = report.checks.iter().find(|c| c.name.starts_with("GET /db -> 200")).expect("the /db check");
+    assert!(!db.passed && db.detail.as_deref().unwrap_or("").contains("timed out"), "{db:?}");
+    let last = report.checks.iter().rev().find(|c| c.name.starts_with("POST /json -> 405")).expect("a late check");
+    assert!(!last.passed && last.detail.as_deref().unwrap_or("").contains("budget"), "{last:?}");
+    // The report still lists every check, so counts stay comparable between runs.
+    assert!(report.checks.len() >= 200, "{}", report.checks.len());
 }

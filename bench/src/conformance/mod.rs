@@ -37,6 +37,24 @@ use crate::token::{self, BadToken};
 /// 2 MiB, the body limit of SPEC.md, bytes.
 pub const BODY_LIMIT: usize = 2 * 1024 * 1024;
 
+/// Limits of one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// Time budget of the whole run. Against a healthy server the suite takes about a
+    /// second; a server whose requests hang (e.g. a pool waiting for a dead database) would
+    /// otherwise cost ~200 request timeouts. Past the budget, the remaining requests are not
+    /// sent and their checks fail at once. Default is 120 s.
+    pub budget: Duration,
+    /// Timeout of one request (connect, send, whole response). Default is 10 s.
+    pub request_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { budget: Duration::from_secs(120), request_timeout: http::REQUEST_TIMEOUT }
+    }
+}
+
 /// The seeded user most checks sign in as.
 const USER: i64 = 42;
 
@@ -116,6 +134,14 @@ pub async fn run(base_url: &str, secret: &str) -> Report {
 /// [`ConformanceError::BadUrl`] for a URL that is not `http://host:port`, and
 /// [`ConformanceError::Unreachable`] when `GET /json` gets no HTTP response at all.
 pub async fn try_run(base_url: &str, secret: &str) -> Result<Report, ConformanceError> {
+    try_run_with(base_url, secret, Options::default()).await
+}
+
+/// [`try_run`] with explicit [`Options`].
+///
+/// # Errors
+/// As [`try_run`].
+pub async fn try_run_with(base_url: &str, secret: &str, options: Options) -> Result<Report, ConformanceError> {
     let bad = |reason: &str| ConformanceError::BadUrl { url: base_url.to_string(), reason: reason.to_string() };
     let url = reqwest::Url::parse(base_url).map_err(|e| bad(&e.to_string()))?;
     if url.scheme() != "http" {
@@ -128,7 +154,7 @@ pub async fn try_run(base_url: &str, secret: &str) -> Result<Report, Conformance
     let port = url.port_or_known_default().ok_or_else(|| bad("no port"))?;
     let base = base_url.trim_end_matches('/').to_string();
     let client = reqwest::Client::builder()
-        .timeout(http::REQUEST_TIMEOUT)
+        .timeout(options.request_timeout)
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| bad(&e.to_string()))?;
@@ -141,6 +167,8 @@ pub async fn try_run(base_url: &str, secret: &str) -> Result<Report, Conformance
         checks: Vec::new(),
         log: Vec::new(),
         world: HashMap::new(),
+        deadline: std::time::Instant::now() + options.budget,
+        options,
     };
     if let Err(reason) = s.req(Method::GET, "/json", &[], Body::None).await {
         return Err(ConformanceError::Unreachable { url: base_url.to_string(), reason });
@@ -175,6 +203,9 @@ struct Suite {
     log: Vec<Resp>,
     /// Every world row seen: id -> randomNumber (must never disagree).
     world: HashMap<i64, BTreeSet<i64>>,
+    /// Past this instant requests are not sent (see [`Options::budget`]).
+    deadline: std::time::Instant,
+    options: Options,
 }
 
 /// A deal as the list and create endpoints return it, checked for shape.
@@ -224,14 +255,23 @@ impl Suite {
         format!("Bearer {}", self.token(user))
     }
 
+    fn budget_left(&self, what: &str) -> Result<(), String> {
+        if std::time::Instant::now() > self.deadline {
+            return Err(format!("{what}: not sent, the suite's {} s budget is used up (is the server hanging?)", self.options.budget.as_secs_f64()));
+        }
+        Ok(())
+    }
+
     async fn req(&mut self, method: Method, target: &str, headers: &[(&str, &str)], body: Body) -> Result<Resp, String> {
+        self.budget_left(&format!("{method} {target}"))?;
         let r = http::send(&self.client, &self.base, method, target, headers, body).await?;
         self.log.push(r.clone());
         Ok(r)
     }
 
     async fn raw(&mut self, method: &str, target: &str, headers: &[(&str, &str)], body: RawBody) -> Result<Resp, String> {
-        let r = http::raw(&self.addr, &self.host_header, method, target, headers, body).await?;
+        self.budget_left(&format!("{method} {target}"))?;
+        let r = http::raw(&self.addr, &self.host_header, method, target, headers, body, self.options.request_timeout).await?;
         self.log.push(r.clone());
         Ok(r)
     }
