@@ -124,3 +124,44 @@ pub fn report(profile: &Profile) -> SyscallsReport {
         syscalls,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_from_log2_buckets() {
+        // The doc example: four calls in [4, 8) ns; p50 = rank 2 of 4 -> 4 + 4 * 2/4 = 6.
+        assert_eq!(log2_quantile(&[0, 0, 4], 0.5), Some(6.0));
+        // Rank 4 of 4 is the bucket's top.
+        assert_eq!(log2_quantile(&[0, 0, 4], 1.0), Some(8.0));
+        // One call in [1, 2): every quantile is 2 (the rank rounds up to 1).
+        assert_eq!(log2_quantile(&[1], 0.01), Some(2.0));
+        // 90 calls in [2, 4), 10 in [1024, 2048): p90 = 4 (rank 90), p91 = 1024 + 102.4.
+        let mut h = vec![0u64; 11];
+        h[1] = 90;
+        h[10] = 10;
+        assert_eq!(log2_quantile(&h, 0.9), Some(4.0));
+        assert_eq!(log2_quantile(&h, 0.91), Some(1024.0 + 102.4));
+        assert_eq!(log2_quantile(&[], 0.5), None);
+        assert_eq!(log2_quantile(&[0, 0], 0.5), None);
+    }
+
+    #[test]
+    fn rates_need_a_duration() {
+        let stat = SyscallStat {
+            nr: 0,
+            name: "read".into(),
+            count: 10,
+            errors: 4,
+            eagain: 2,
+            total_ns: 1_000,
+            latency_log2_ns: vec![],
+        };
+        let r = syscall_report(&stat, 500_000_000);
+        assert_eq!((r.calls_per_sec, r.errors_per_sec, r.eagain_per_sec), (20.0, 8.0, 4.0));
+        assert_eq!(r.mean_latency_ns, Some(100.0));
+        assert_eq!(r.p50_latency_ns, None);
+        assert_eq!(syscall_report(&stat, 0).calls_per_sec, 0.0);
+    }
+}
