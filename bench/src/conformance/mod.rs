@@ -58,8 +58,8 @@ impl Default for Options {
 /// The seeded user most checks sign in as.
 const USER: i64 = 42;
 
-/// One assertion of the suite.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One assertion of the suite (serializes as `{"name","passed","detail"}`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Check {
     /// What is checked, e.g. `GET /queries?queries=501 -> array of 500`.
     pub name: String,
@@ -69,8 +69,8 @@ pub struct Check {
     pub detail: Option<String>,
 }
 
-/// The outcome of a run: every check, in the order they ran.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The outcome of a run: every check, in the order they ran (serializes as `{"checks":[...]}`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Report {
     /// All checks.
     pub checks: Vec<Check>,
