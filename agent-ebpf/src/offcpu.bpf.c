@@ -57,7 +57,6 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
-	__u64 now = bpf_ktime_get_ns();
 	struct offcpu_start *start;
 	struct offcpu_value *value;
 	__u32 next_pid = next->pid;
@@ -68,7 +67,9 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		struct offcpu_start s = {};
 		__u32 prev_pid = prev->pid;
 
-		s.start_ns = now;
+		/* The clock is read only for target threads: this program runs at every
+		 * context switch of the host. */
+		s.start_ns = bpf_ktime_get_ns();
 		s.key.tgid = prev->tgid;
 		s.key.pid = prev_pid;
 		bpf_get_current_comm(&s.key.comm, sizeof(s.key.comm));
@@ -84,6 +85,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	start = bpf_map_lookup_elem(&offcpu_starts, &next_pid);
 	if (!start)
 		return 0;
+	__u64 now = bpf_ktime_get_ns();
 	if (now > start->start_ns && now - start->start_ns >= min_block_ns) {
 		__u64 delta = now - start->start_ns;
 
