@@ -128,8 +128,9 @@ fn report_renders_every_file_with_hand_computed_numbers() {
         "lost: 1 samples dropped, 2 stack collisions, 0 stack walk failures, 0 off-CPU dropped, 0 ring buffer dropped",
         "truncated stacks: 1 of 17 samples (5.9%)",
         "off-CPU: 21 waits, 5.0 ms switched out",
-        // 8/17, 4/17, 2/17, 2/17, 1/17; ties by name, '<' before '['.
-        "   47.1%         8  serde_json::ser::format_escaped_str_[i]",
+        // 8/17, 4/17, 2/17, 2/17, 1/17; ties by name, '<' before '['. The leaf of stack 0 is
+        // format_escaped_str, inlined into to_vec: its samples count to to_vec.
+        "   47.1%         8  serde_json::ser::to_vec",
         "   23.5%         4  do_epoll_wait_[k]",
         "   11.8%         2  <[u8, 32] as core::fmt::Debug>::fmt",
         "   11.8%         2  [unknown] (libfoo.so)",

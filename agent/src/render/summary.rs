@@ -8,18 +8,32 @@ use crate::profile::Profile;
 
 use super::syscalls;
 
-/// Self time per function: on-CPU samples whose leaf (last) frame is that function, by
-/// folded-stack name ([`frame_name`]: kernel `_[k]`, inlined `_[i]`), most first (ties by
-/// name). Samples with an empty stack count as `[unknown]`.
+/// Self time per function: on-CPU samples whose leaf is in that function, most first (ties by
+/// name). The function is the leaf's symbol, as `perf report` counts without `--inline`:
+/// inlined frames at the leaf count to the function they were inlined into (the flamegraph
+/// and pprof files keep them apart). Names are folded-stack names ([`frame_name`]: kernel
+/// frames end in `_[k]`). Samples with an empty stack count as `[unknown]`.
 pub fn self_samples(profile: &Profile) -> Vec<(String, u64)> {
     let mut by_name: HashMap<String, u64> = HashMap::new();
     for count in &profile.on_cpu {
-        let name = profile
+        let frames: Vec<_> = profile
             .stacks
             .get(count.stack as usize)
-            .and_then(|s| s.frames.last())
-            .and_then(|&f| profile.frames.get(f as usize))
-            .map(frame_name)
+            .map(|s| {
+                s.frames
+                    .iter()
+                    .filter_map(|&f| profile.frames.get(f as usize))
+                    .collect()
+            })
+            .unwrap_or_default();
+        // The last frame that was not inlined (the leaf's symbol); an all-inlined stack (a
+        // hand-made file) falls back to its first frame.
+        let name = frames
+            .iter()
+            .rev()
+            .find(|f| !f.inlined)
+            .or(frames.first())
+            .map(|f| frame_name(f))
             .unwrap_or_else(|| "[unknown]".to_string());
         *by_name.entry(name).or_default() += count.count;
     }
@@ -116,7 +130,7 @@ pub fn summary(profile: &Profile) -> String {
 
     let top = self_samples(profile);
     if !top.is_empty() {
-        let _ = writeln!(s, "\ntop functions by self time (on-CPU samples):");
+        let _ = writeln!(s, "\ntop functions by self time (on-CPU samples; inlined code counts to its caller):");
         let _ = writeln!(s, "  {:>6}  {:>8}  function", "self%", "samples");
         for (name, n) in top.iter().take(10) {
             let _ = writeln!(s, "  {:>5.1}%  {:>8}  {}", pct(*n, samples), n, name);
