@@ -1,0 +1,76 @@
+//! `profiler attach` end to end through the binary: a busy known-answer process is profiled
+//! for 2 s, the rendered files are written, the folded stacks give the known shares; bad
+//! targets give one clear error line and exit status 2.
+
+mod attach_support;
+
+use std::process::Command;
+
+use attach_support::{example, Spawned};
+
+fn profiler() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_profiler"))
+}
+
+#[test]
+fn attach_by_pid_writes_the_report() {
+    let mut child = Spawned::new(&example("ka_two_hot_functions"), &["30"]);
+    assert_eq!(child.read_line(), "ready");
+    let out = tempfile::tempdir().unwrap();
+    let output = profiler()
+        .args(["attach", "--pid", &child.pid().to_string(), "--duration", "2", "--frequency", "199", "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}", output.status);
+    assert!(stdout.contains(&format!("profile of pid {}", child.pid())), "{stdout}");
+    assert!(stdout.contains("on-CPU samples:"), "no summary:\n{stdout}");
+    assert!(stdout.contains(&format!("files: {}", out.path().display())), "{stdout}");
+    for file in ["profile.json", "flamegraph.svg", "stacks.folded", "offcpu.svg"] {
+        let path = out.path().join(file);
+        assert!(path.is_file() && std::fs::metadata(&path).unwrap().len() > 0, "{file} missing or empty");
+    }
+    // A busy loop never blocks: the off-CPU stacks exist and are empty.
+    assert!(out.path().join("offcpu.folded").is_file());
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(out.path().join("profile.json")).unwrap()).unwrap();
+    assert_eq!(json["meta"]["frequency_hz"], 199);
+    assert_eq!(json["meta"]["target"], format!("pid {}", child.pid()));
+    assert!(json["meta"]["partial"].is_null());
+    let folded = std::fs::read_to_string(out.path().join("stacks.folded")).unwrap();
+    let samples = |name: &str| -> u64 {
+        folded
+            .lines()
+            .filter(|l| l.contains(name))
+            .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+            .sum()
+    };
+    let (a, b) = (samples("profiler_ka_hot_75"), samples("profiler_ka_hot_25"));
+    let share = 100.0 * a as f64 / (a + b) as f64;
+    eprintln!("folded: hot_75 {a}, hot_25 {b} samples ({share:.1}%)");
+    // 2 s at 199 Hz: about 400 samples, so a wider band than the 4 s library test.
+    assert!((share - 75.0).abs() <= 8.0, "hot_75 share {share:.1}%");
+}
+
+#[test]
+fn bad_targets_fail_with_one_line() {
+    let output = profiler().args(["attach", "--pid", "4294967290", "--duration", "1"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.trim(), "profiler: error: cannot resolve pid 4294967290: no process with pid 4294967290");
+
+    let output = profiler().args(["attach", "--container", "profiler-no-such-container", "--duration", "1"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("no container named \"profiler-no-such-container\"; running containers:"), "{stderr}");
+
+    let output = profiler().args(["attach", "--cgroup", "/no/such/cgroup"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("is not a cgroup v2 directory"));
+
+    // No target at all: clap's usage error.
+    let output = profiler().args(["attach"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+}
