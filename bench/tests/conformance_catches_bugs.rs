@@ -48,6 +48,12 @@ enum Bug {
     WrongLocation,
     NoGzip,
     HangsOnDb,
+    LimitOneByteShort,
+    TitleAllows201,
+    SchemeCaseSensitive,
+    EmptyQueriesIsZero,
+    PerPageAllows101,
+    StageCaseInsensitive,
 }
 
 #[derive(Clone)]
@@ -141,7 +147,8 @@ impl Fake {
         };
         let h = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).ok_or_else(refuse)?;
         let (scheme, token) = h.split_once(' ').ok_or_else(refuse)?;
-        if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() || token.contains(' ') {
+        let scheme_ok = if self.bug == Bug::SchemeCaseSensitive { scheme == "Bearer" } else { scheme.eq_ignore_ascii_case("bearer") };
+        if !scheme_ok || token.is_empty() || token.contains(' ') {
             return Err(refuse());
         }
         let mut v = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::HS256);
@@ -177,7 +184,8 @@ impl Fake {
             },
         };
         let page = parse("page", 1, &|n| n >= 1);
-        let per_page = parse("per_page", 20, &|n| (1..=100).contains(&n));
+        let max_per_page = if self.bug == Bug::PerPageAllows101 { 101 } else { 100 };
+        let per_page = parse("per_page", 20, &|n| (1..=max_per_page).contains(&n));
         if !fields.is_empty() {
             return validation(fields);
         }
@@ -224,7 +232,8 @@ impl Fake {
         let title = match o.get("title") {
             Some(Value::String(s)) => {
                 let n = if self.bug == Bug::TitleLengthInBytes { s.len() } else { s.chars().count() };
-                if !(1..=200).contains(&n) {
+                let max = if self.bug == Bug::TitleAllows201 { 201 } else { 200 };
+                if !(1..=max).contains(&n) {
                     bad("title", "must be 1..200 characters");
                 }
                 if s.contains('\0') {
@@ -265,6 +274,7 @@ impl Fake {
         };
         let stage = match o.get("stage") {
             Some(Value::String(s)) if STAGES.contains(&s.as_str()) => s.clone(),
+            Some(Value::String(s)) if self.bug == Bug::StageCaseInsensitive && STAGES.contains(&s.to_ascii_lowercase().as_str()) => s.to_ascii_lowercase(),
             Some(_) => {
                 bad("stage", "must be one of the six stages");
                 String::new()
@@ -298,7 +308,8 @@ impl Fake {
             }
         };
         let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-        if self.bug != Bug::NoBodyLimit && declared.is_some_and(|n| n > LIMIT) {
+        let limit = if self.bug == Bug::LimitOneByteShort { LIMIT - 1 } else { LIMIT };
+        if self.bug != Bug::NoBodyLimit && declared.is_some_and(|n| n > limit) {
             return error(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "body over 2 MiB", None);
         }
         let user = if path.starts_with("/api/") {
@@ -327,7 +338,11 @@ impl Fake {
                 json_resp(StatusCode::OK, &json!({"id": id, "randomNumber": random_number(id)}))
             }
             (Method::GET, "/queries") => {
-                let n = query(&req).get("queries").and_then(|q| q.parse::<i64>().ok()).unwrap_or(1);
+                let raw = query(&req).get("queries").cloned();
+                if self.bug == Bug::EmptyQueriesIsZero && raw.as_deref() == Some("") {
+                    return json_resp(StatusCode::OK, &json!([]));
+                }
+                let n = raw.and_then(|q| q.parse::<i64>().ok()).unwrap_or(1);
                 let n = if self.bug == Bug::NoUpperClamp { n.max(1) } else { n.clamp(1, 500) };
                 let rows: Vec<Value> = (0..n)
                     .map(|_| {
@@ -345,7 +360,7 @@ impl Fake {
                 if !json_like {
                     return error(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "body must be application/json", None);
                 }
-                let limit = if self.bug == Bug::NoBodyLimit { usize::MAX } else { LIMIT };
+                let limit = if self.bug == Bug::NoBodyLimit { usize::MAX } else { limit };
                 let body = match axum::body::to_bytes(req.into_body(), limit).await {
                     Ok(b) => b,
                     Err(_) => return error(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "body over 2 MiB", None),
@@ -453,6 +468,12 @@ async fn every_planted_bug_fails_the_checks_that_name_it() {
         (Bug::AcceptsOwnerIdField, &["POST /api/deals, unknown field `owner_id` (mass assignment) -> 400 validation_failed on owner_id"]),
         (Bug::WrongLocation, &["POST /api/deals: Location is /api/deals/{id} of the body"]),
         (Bug::NoGzip, &["GET /queries?queries=100 with Accept-Encoding: gzip -> gzip body that decodes to the JSON"]),
+        (Bug::LimitOneByteShort, &["POST /api/deals, a body of exactly 2 MiB (2,097,152 bytes) -> 201"]),
+        (Bug::TitleAllows201, &["POST /api/deals, title of 201 ASCII characters -> 400 validation_failed on title"]),
+        (Bug::SchemeCaseSensitive, &["auth scheme is case-insensitive: `bearer <token>` -> 200"]),
+        (Bug::EmptyQueriesIsZero, &["GET /queries?queries= -> array of 1 world rows"]),
+        (Bug::PerPageAllows101, &["GET /api/deals?per_page=101 -> 400 validation_failed on per_page"]),
+        (Bug::StageCaseInsensitive, &["POST /api/deals, stage wrong case `Won` -> 400 validation_failed on stage", "POST /api/deals, stage wrong case `LEAD` -> 400 validation_failed on stage"]),
     ];
     let mut missed = Vec::new();
     for (bug, must_fail) in cases {
