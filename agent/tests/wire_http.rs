@@ -251,4 +251,26 @@ fn per_request_denominator() {
     assert_eq!(s.http.requests, 5);
     assert_eq!(s.requests_of("GET /db"), 5);
     assert_eq!(statuses(&s, "GET /db"), BTreeMap::from([(200, 5)]));
+    // The summary goes into profile.json: it must read back identical.
+    let json = serde_json::to_string(&s).unwrap();
+    assert!(json.contains(r#""statuses":{"200":5}"#), "{json}");
+    let back: WireSummary = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, s);
+}
+
+/// A socket closed by the producer frees its state; a request without response is
+/// reported as such, and the same socket id later starts afresh.
+#[test]
+fn close_socket() {
+    let mut d = WireDecoder::new(WireOptions { keep_events: true });
+    d.push(&chunk(1, Direction::Rx, b"GET /a HTTP/1.1\r\n\r\n"));
+    d.close_socket(Protocol::Http, 3);
+    d.push(&chunk(2, Direction::Rx, b"GET /b HTTP/1.1\r\n\r\n"));
+    d.push(&chunk(3, Direction::Tx, b"HTTP/1.1 204 No Content\r\n\r\n"));
+    let (s, ev) = d.finish();
+    let ev: Vec<HttpEvent> = ev.into_iter().map(|e| match e { WireEvent::Http(h) => h, _ => unreachable!() }).collect();
+    assert_eq!(requests(&ev), vec!["GET /a", "GET /b"]);
+    assert_eq!(pairs(&ev), vec![(Some("GET /b".into()), 204)]);
+    assert!(ev.contains(&HttpEvent::NoResponse { endpoint: "GET /a".into(), socket: 3 }));
+    assert_eq!(s.http.decode.requests_without_status, 1);
 }

@@ -251,7 +251,7 @@ fn parse_request_line(line: &[u8]) -> Option<(String, String, bool)> {
         return None;
     }
     let http1 = v == b"HTTP/1.1" || v == b"HTTP/1.0";
-    if !http1 && !(v.starts_with(b"HTTP/") && v.len() == 8) {
+    if !(http1 || (v.starts_with(b"HTTP/") && v.len() == 8)) {
         return None;
     }
     Some((String::from_utf8_lossy(m).into_owned(), String::from_utf8_lossy(t).into_owned(), http1))
@@ -596,11 +596,7 @@ impl Parser {
                     self.lose(ctx);
                 }
             }
-            State::Trailers => {
-                if line.is_empty() {
-                    self.state = State::StartLine;
-                }
-            }
+            State::Trailers if line.is_empty() => self.state = State::StartLine,
             _ => {}
         }
     }
@@ -617,7 +613,7 @@ impl Parser {
                 let parsed = if cut {
                     parse_request_line(line).map(|(m, t, _)| (m, t, true)).or_else(|| parse_cut_request_line(line).map(|(m, t)| (m, t, true)))
                 } else {
-                    parse_request_line(line).map(|(m, t, http1)| (m, t, http1))
+                    parse_request_line(line)
                 };
                 let Some((method, target, http1)) = parsed else {
                     self.lose(ctx);
@@ -770,18 +766,24 @@ impl HttpDecoder {
         }
     }
 
-    /// End of capture: requests still waiting are reported without a status.
+    /// The connection is closed (the producer saw the socket close): requests still
+    /// waiting are reported without a status and the connection's state is freed.
+    pub fn close(&mut self, socket: u64, out: &mut Vec<HttpEvent>) {
+        let Some(conn) = self.conns.remove(&socket) else { return };
+        for r in conn.pending {
+            self.stats.requests_without_status += 1;
+            out.push(HttpEvent::NoResponse { endpoint: r.endpoint(), socket: r.socket });
+        }
+        self.stats.requests.add(&conn.req.stats);
+        self.stats.responses.add(&conn.resp.stats);
+    }
+
+    /// End of capture: [`HttpDecoder::close`] every connection, in socket order.
     pub fn finish(&mut self, out: &mut Vec<HttpEvent>) {
         let mut sockets: Vec<u64> = self.conns.keys().copied().collect();
         sockets.sort_unstable();
         for s in sockets {
-            let Some(conn) = self.conns.remove(&s) else { continue };
-            for r in conn.pending {
-                self.stats.requests_without_status += 1;
-                out.push(HttpEvent::NoResponse { endpoint: r.endpoint(), socket: r.socket });
-            }
-            self.stats.requests.add(&conn.req.stats);
-            self.stats.responses.add(&conn.resp.stats);
+            self.close(s, out);
         }
     }
 

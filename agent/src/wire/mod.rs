@@ -236,17 +236,11 @@ pub enum WireEvent {
 }
 
 /// Options of [`WireDecoder`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WireOptions {
     /// Keep every decoded event for [`WireDecoder::take_events`] (tests, timelines).
     /// Default is `false`: only the [`WireSummary`] is built, in bounded memory.
     pub keep_events: bool,
-}
-
-impl Default for WireOptions {
-    fn default() -> Self {
-        WireOptions { keep_events: false }
-    }
 }
 
 /// Both decoders and the summary they feed: push chunks in, read a [`WireSummary`] out.
@@ -296,6 +290,16 @@ impl WireDecoder {
                 self.events.push(WireEvent::Http(e));
             }
         }
+    }
+
+    /// The producer saw this socket close: free its state (see [`pg::PgDecoder::close`],
+    /// [`http::HttpDecoder::close`]). Without it, state lives until [`WireDecoder::finish`].
+    pub fn close_socket(&mut self, protocol: Protocol, socket: u64) {
+        match protocol {
+            Protocol::Postgres => self.pg.close(socket, &mut self.scratch_pg),
+            Protocol::Http => self.http.close(socket, &mut self.scratch_http),
+        }
+        self.fold();
     }
 
     /// The events decoded so far (only with [`WireOptions::keep_events`]), emptied.

@@ -362,7 +362,7 @@ impl SummaryBuilder {
                 requests: a.requests,
                 statuses: a.statuses.clone(),
                 latency_total_ns: a.latency,
-                latency_mean_ns: if a.paired > 0 { a.latency / a.paired } else { 0 },
+                latency_mean_ns: a.latency.checked_div(a.paired).unwrap_or(0),
             })
             .collect();
         endpoints.sort_by(|a, b| b.requests.cmp(&a.requests).then_with(|| a.endpoint.cmp(&b.endpoint)));
@@ -375,7 +375,7 @@ impl SummaryBuilder {
                 round_trips: a.round_trips,
                 prepares: a.prepares,
                 latency_total_ns: a.latency,
-                latency_mean_ns: if a.answered > 0 { a.latency / a.answered } else { 0 },
+                latency_mean_ns: a.latency.checked_div(a.answered).unwrap_or(0),
             })
             .collect();
         statements.sort_by(|a, b| {
@@ -385,7 +385,7 @@ impl SummaryBuilder {
         pgs.statements = statements;
         pgs.pings = pgs.by_kind.ping;
         pgs.round_trip_latency_mean_ns =
-            if pgs.round_trips_answered > 0 { pgs.round_trip_latency_total_ns / pgs.round_trips_answered } else { 0 };
+            pgs.round_trip_latency_total_ns.checked_div(pgs.round_trips_answered).unwrap_or(0);
         pgs.decode = pg;
         WireSummary {
             http: HttpSummary { requests: self.http_requests, responses: self.http_responses, endpoints, decode: http },

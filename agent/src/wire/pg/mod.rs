@@ -371,10 +371,15 @@ impl PgDecoder {
                 let lost_before = conn.front.stats.sync_losses;
                 conn.front.push(&pieces, chunk.ts_ns, &mut self.frames);
                 let frames = std::mem::take(&mut self.frames);
+                let mut terminated = false;
                 for f in &frames {
-                    Self::on_frontend(conn, &mut self.stats, chunk, f, out);
+                    terminated |= Self::on_frontend(conn, &mut self.stats, chunk, f, out);
                 }
                 self.frames = frames;
+                if terminated {
+                    self.close(chunk.socket, out);
+                    return;
+                }
                 if conn.front.stats.sync_losses > lost_before {
                     // Messages of the round trip being built may be missing, its terminator too.
                     if let Some(mut b) = conn.building.take() {
@@ -410,7 +415,8 @@ impl PgDecoder {
         })
     }
 
-    fn on_frontend(conn: &mut Conn, stats: &mut PgDecodeStats, chunk: &Chunk, f: &Frame, out: &mut Vec<PgEvent>) {
+    /// Handle one frontend message; returns true on Terminate.
+    fn on_frontend(conn: &mut Conn, stats: &mut PgDecodeStats, chunk: &Chunk, f: &Frame, out: &mut Vec<PgEvent>) -> bool {
         match message::frontend(f) {
             Frontend::Startup { .. } => {
                 conn.phase = Phase::Startup;
@@ -499,8 +505,10 @@ impl PgDecoder {
             }
             Frontend::Terminate => {
                 out.push(PgEvent::Terminated { socket: conn.socket, ts_ns: f.ts_last });
+                return true;
             }
         }
+        false
     }
 
     fn on_backend(conn: &mut Conn, stats: &mut PgDecodeStats, chunk: &Chunk, f: &Frame, out: &mut Vec<PgEvent>) {
@@ -638,7 +646,7 @@ impl PgDecoder {
         let in_block = s == b'T' || s == b'E';
         match (prev, in_block) {
             (Some(b'T' | b'E'), true) => {
-                let t = conn.txn.get_or_insert_with(|| Transaction {
+                let t = conn.txn.get_or_insert(Transaction {
                     socket: conn.socket,
                     start_ns: rt.start_ns,
                     end_ns: None,
@@ -702,26 +710,34 @@ impl PgDecoder {
         }
     }
 
-    /// End of capture: close round trips still waiting (unanswered) and open transactions.
+    /// The connection is closed (the client sent Terminate, or the producer saw the socket
+    /// close): round trips still waiting end unanswered, an open transaction is reported
+    /// open, and the connection's state is freed. Later chunks of this socket id start a
+    /// new connection.
+    pub fn close(&mut self, socket: u64, out: &mut Vec<PgEvent>) {
+        let Some(mut conn) = self.conns.remove(&socket) else { return };
+        let mut waiting: Vec<Builder> = conn.pending.drain(..).collect();
+        if let Some(b) = conn.building.take() {
+            waiting.push(b);
+        }
+        for b in waiting {
+            Self::close_unanswered(&mut conn, &mut self.stats, b, out);
+        }
+        if let Some(t) = conn.txn.take() {
+            out.push(PgEvent::Transaction(t));
+        }
+        conn.front.finish();
+        conn.back.finish();
+        self.stats.frontend.add(&conn.front.stats);
+        self.stats.backend.add(&conn.back.stats);
+    }
+
+    /// End of capture: [`PgDecoder::close`] every connection, in socket order.
     pub fn finish(&mut self, out: &mut Vec<PgEvent>) {
         let mut sockets: Vec<u64> = self.conns.keys().copied().collect();
         sockets.sort_unstable();
         for s in sockets {
-            let Some(mut conn) = self.conns.remove(&s) else { continue };
-            let mut waiting: Vec<Builder> = conn.pending.drain(..).collect();
-            if let Some(b) = conn.building.take() {
-                waiting.push(b);
-            }
-            for b in waiting {
-                Self::close_unanswered(&mut conn, &mut self.stats, b, out);
-            }
-            if let Some(t) = conn.txn.take() {
-                out.push(PgEvent::Transaction(t));
-            }
-            conn.front.finish();
-            conn.back.finish();
-            self.stats.frontend.add(&conn.front.stats);
-            self.stats.backend.add(&conn.back.stats);
+            self.close(s, out);
         }
     }
 
