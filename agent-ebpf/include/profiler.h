@@ -111,7 +111,7 @@ _Static_assert(sizeof(struct syscall_entry) == 16, "syscall_entry is 16 bytes");
 
 /* Stack copy (stackcopy.bpf.c): the most bytes of user stack one sample can carry, from the
  * interrupted user sp upward. The `stack_copy_bytes` knob picks how many of them are read. */
-#define STACK_COPY_MAX_BYTES 32768
+#define STACK_COPY_MAX_BYTES 65536
 
 /* Stack copy: the stack is read in chunks that never cross a page boundary (4 KiB pages on
  * x86_64), so a read fails only at the first page past the top of the stack mapping. */

@@ -59,7 +59,7 @@ pub mod lost_index {
 }
 
 /// Most bytes of user stack one [`StackSample`] can carry (`STACK_COPY_MAX_BYTES`).
-pub const STACK_COPY_MAX_BYTES: usize = 32768;
+pub const STACK_COPY_MAX_BYTES: usize = 65536;
 /// The BPF program reads the user stack in chunks of at most this many bytes that never
 /// cross a page boundary (`STACK_COPY_CHUNK`, the x86_64 page size).
 pub const STACK_COPY_CHUNK: usize = 4096;

@@ -1,14 +1,14 @@
 //! Driver for measuring the unwinding modes on a running process: profiles `--pid` for
 //! `--seconds` with `--unwind fp|dwarf|auto`, symbolizes, and prints one JSON line with the
 //! samples, the share of complete stacks (not truncated by the symbolizer's rule), the top
-//! truncated leaf functions, the agent's own CPU time over the run (utime + stime of
+//! truncated leaf functions, the BPF programs' run count and mean run time (kernel run
+//! statistics), the agent's own CPU time over the run (utime + stime of
 //! /proc/self/stat, ms) and, for the stack-copy modes, the unwinding report.
 //!
 //! Usage: `unwind_measure --pid PID [--unwind dwarf] [--seconds 10] [--frequency 99]
 //! [--stack-copy-bytes 16384]`
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use profiler::collect::{self, Options, Unwind};
@@ -48,11 +48,20 @@ fn main() {
         i += 2;
     }
     let pid: u32 = pid.expect("--pid PID");
-    let mut target = Target::Pid(pid).resolve().expect("resolve pid");
+    let target = Target::Pid(pid).resolve().expect("resolve pid");
     let options = Options { frequency_hz: frequency, offcpu: false, syscalls: false, unwind, stack_copy_bytes, ..Default::default() };
     let cpu_before = own_cpu_ms();
-    let stop = AtomicBool::new(false);
-    let (raw, _) = collect::run(&mut target, &options, Duration::from_secs(seconds), &stop, |_| {}).expect("collect");
+    // Kernel-side cost: BPF run statistics (run count and time of each program).
+    let _stats = collect::enable_run_stats().expect("BPF_ENABLE_STATS");
+    let collector = collect::Collector::start(&target, &options).expect("collect");
+    std::thread::sleep(Duration::from_secs(seconds));
+    let programs: Vec<serde_json::Value> = collector
+        .program_stats()
+        .iter()
+        .filter(|p| p.run_count > 0)
+        .map(|p| serde_json::json!({"program": p.program, "runs": p.run_count, "ns_per_run": p.run_time_ns / p.run_count}))
+        .collect();
+    let raw = collector.finish(&target, None).expect("finish");
     let cpu_collect = own_cpu_ms() - cpu_before;
     let lost = raw.lost;
     let report = raw.meta.unwind.clone();
@@ -79,7 +88,9 @@ fn main() {
         "truncated_stops_outermost_user_frame": leaves,
         "agent_cpu_ms_collect": cpu_collect,
         "agent_cpu_ms_total": own_cpu_ms() - cpu_before,
+        "agent_max_rss_kb": std::fs::read_to_string("/proc/self/status").ok().and_then(|s| s.lines().find_map(|l| l.strip_prefix("VmHWM:").map(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().unwrap_or(0)))),
         "lost": lost,
+        "bpf_programs": programs,
         "unwind_report": report,
     });
     println!("{}", serde_json::to_string_pretty(&out).unwrap());

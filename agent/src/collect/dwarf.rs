@@ -2,7 +2,7 @@
 //!
 //! `on_cpu_sample_stack_copy` (agent-ebpf `stackcopy.bpf.c`) runs on a software CPU-clock perf
 //! event per online CPU, with the same target filter as `on_cpu_sample`, and sends per sample
-//! the user registers, the kernel stack id and up to [`DEFAULT_STACK_COPY_BYTES`] of user stack
+//! the user registers, the kernel stack id and up to [`DEFAULT_STACK_COPY_BYTES`] bytes of user stack
 //! through the `stack_samples` ring buffer. A thread of the agent drains the ring buffer
 //! continuously during the run, unwinds each sample with [`crate::unwind::Unwinder`] (framehop
 //! on the binaries' `.eh_frame`) and aggregates the samples per (thread, user stack, kernel
@@ -72,9 +72,13 @@ impl std::str::FromStr for Unwind {
     }
 }
 
-/// Bytes of user stack copied per sample by default. Measured on target-app under `/db` load:
-/// see the report of issue 7 (the deepest complete tokio worker stack needed well under this).
-pub const DEFAULT_STACK_COPY_BYTES: u64 = 16384;
+/// Bytes of user stack copied per sample by default: the most a sample can carry
+/// (`STACK_COPY_MAX_BYTES`, 64 KiB). Measured on target-app under `/db` load (tokio workers,
+/// 10 s at 99 Hz): the deepest complete stack needed 20 KiB on a quiet machine and more than
+/// 31 KiB under heavy CPU contention, where a 16 KiB copy left 70-80 % of the stacks
+/// truncated and a 32 KiB copy 7-10 %. The kernel copies only up to the top of the stack, so
+/// shallow stacks cost what they use (about 19 KiB per sample for those workers).
+pub const DEFAULT_STACK_COPY_BYTES: u64 = abi::STACK_COPY_MAX_BYTES as u64;
 
 /// How long the drain thread waits for the ring buffer before checking the stop flag, ms.
 const POLL_TIMEOUT_MS: i32 = 50;

@@ -111,7 +111,7 @@ pub struct Options {
     /// binary has no CFI).
     pub unwind: Unwind,
     /// Bytes of user stack copied per sample for [`Unwind::Auto`] and [`Unwind::Dwarf`]
-    /// (at most 32768). Default is [`DEFAULT_STACK_COPY_BYTES`].
+    /// (at most 65536, `STACK_COPY_MAX_BYTES`). Default is [`DEFAULT_STACK_COPY_BYTES`].
     pub stack_copy_bytes: u64,
 }
 
