@@ -559,3 +559,29 @@ fn pool_ping_per_request_all_vs_none() {
     assert_accounting(&all);
     assert_accounting(&none);
 }
+
+/// Found by the cargo-fuzz target: an invalid header split across two chunks. Framing is
+/// lost where that header began (in the previous chunk), and the trailing ReadyForQuery of
+/// the second chunk still re-anchors it.
+#[test]
+fn invalid_header_split_across_chunks() {
+    let mut c1 = pg_msg(b'Z', b"I");
+    c1.extend_from_slice(&[0xff, 0]);
+    let mut c2 = vec![0, 0, 5, 1, 2, 3];
+    c2.extend(pg_msg(b'Z', b"I"));
+    let chunks = vec![
+        chunk(1, Direction::Tx, &pg_msg(b'S', b"")),
+        chunk(2, Direction::Rx, &pg_msg(b'Z', b"I")),
+        chunk(3, Direction::Tx, &pg_msg(b'S', b"")),
+        chunk(4, Direction::Rx, &c1),
+        chunk(5, Direction::Tx, &pg_msg(b'S', b"")),
+        chunk(6, Direction::Rx, &c2),
+    ];
+    let (s, ev) = decode(&chunks);
+    let b = s.pg.decode.backend;
+    assert_eq!(b.sync_losses, 1);
+    assert_eq!(b.anchored_resyncs, 1);
+    // The 5 header bytes (2 + 3) and the 3 bytes after them; the trailing 6 are the anchor.
+    assert_eq!(b.undecodable_bytes, 5 + 3);
+    assert_eq!(round_trips(&ev).iter().map(|r| r.end_ns).collect::<Vec<_>>(), vec![Some(2), Some(4), Some(6)]);
+}

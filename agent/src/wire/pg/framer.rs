@@ -541,10 +541,12 @@ impl Framer {
                         (FrameKind::Typed(buf[0]), len, len as u64 + 1, valid_typed(self.side, buf[0], len), Vec::new())
                     };
                     if !valid {
+                        // Sync is lost where this header began (possibly in an earlier chunk).
                         let have = need as u64;
-                        self.offset -= have;
+                        let here = self.offset;
+                        self.offset = here.saturating_sub(have);
                         self.lose();
-                        self.offset += have;
+                        self.offset = here;
                         self.stats.undecodable_bytes += have;
                         continue;
                     }
