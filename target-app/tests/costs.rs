@@ -353,6 +353,9 @@ async fn ground_truth_table_all_vs_none() {
                 ep.label(), got.round_trips, got.pings, got.begin_commit, got.set_config, got.user_select,
                 got.statements, got.tokio_tasks, got.locks, got.value_parses, got.serializations, got.uuid_getrandom
             ));
+            if m.wire.flushes != m.wire.exchanges.len() as u64 {
+                mismatches.push(format!("{} {costs}: {} client flushes for {} exchanges", ep.label(), m.wire.flushes, m.wire.exchanges.len()));
+            }
             if got != want {
                 mismatches.push(format!("{} {costs}: got {got:?}\n  want {want:?}\n  wire {:?}", ep.label(), m.wire.histogram()));
             }

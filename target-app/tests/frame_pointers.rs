@@ -80,7 +80,7 @@ fn stacks_reach_the_thread_start_including_mimalloc() {
     // Warm up the pool, then record while wrk runs.
     let warm = Command::new("wrk").args(["-t1", "-c4", "-d1s", &url]).output().expect("run wrk (Debian package wrk)");
     assert!(warm.status.success(), "wrk: {}", String::from_utf8_lossy(&warm.stderr));
-    let mut perf = Command::new("perf")
+    let perf = Command::new("perf")
         .args(["record", "-F", "999", "-g", "--call-graph", "fp", "-o"])
         .arg(&data)
         .args(["-p", &app.pid().to_string()])

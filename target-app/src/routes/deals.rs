@@ -26,7 +26,9 @@ pub const STAGES: [&str; 6] = ["lead", "qualified", "proposal", "negotiation", "
 pub const MAX_TITLE_CHARS: usize = 200;
 /// Largest amount, in cents (10^12).
 pub const MAX_AMOUNT_CENTS: i64 = 1_000_000_000_000;
-/// Default and largest `per_page`.
+/// The message of every `amount_cents` rule break but a missing value.
+const AMOUNT_RULE: &str = "must be an integer from 0 to 1000000000000";
+/// Default `per_page`.
 pub const DEFAULT_PER_PAGE: i64 = 20;
 /// Largest `per_page`.
 pub const MAX_PER_PAGE: i64 = 100;
@@ -295,9 +297,11 @@ impl Validate for CreateDealInput {
         };
         let amount_cents = match self.amount_cents {
             Slot::Missing | Slot::Null => { fail("amount_cents", "is required"); None }
-            Slot::WrongType => { fail("amount_cents", "must be an integer"); None }
+            // A JSON number beyond u64 arrives as a float (no arbitrary precision), so the
+            // wrong-type and out-of-range messages are one.
+            Slot::WrongType => { fail("amount_cents", AMOUNT_RULE); None }
             Slot::Value(a) => {
-                if (0..=i128::from(MAX_AMOUNT_CENTS)).contains(&a) { Some(a as i64) } else { fail("amount_cents", "must be between 0 and 1000000000000"); None }
+                if (0..=i128::from(MAX_AMOUNT_CENTS)).contains(&a) { Some(a as i64) } else { fail("amount_cents", AMOUNT_RULE); None }
             }
         };
         let stage = match self.stage {
@@ -338,11 +342,11 @@ mod tests {
         let e = both(&format!(r#"{{"title":"{}","amount_cents":1000000000001,"stage":"x"}}"#, "é".repeat(201))).unwrap_err();
         assert!(e.contains("title") && e.contains("amount_cents") && e.contains("stage"), "{e}");
         let e = both(r#"{"title":1,"amount_cents":"5","stage":null,"extra":[1,{"a":2}]}"#).unwrap_err();
-        assert_eq!(e, r#"Validation({"amount_cents": ["must be an integer"], "extra": ["is not an accepted field"], "stage": ["is required"], "title": ["must be a string"]})"#);
+        assert_eq!(e, r#"{"amount_cents": ["must be an integer from 0 to 1000000000000"], "extra": ["is not an accepted field"], "stage": ["is required"], "title": ["must be a string"]}"#);
         let e = both(r#"{"title":"t","amount_cents":1.5,"stage":"won"}"#).unwrap_err();
-        assert!(e.contains("must be an integer"), "{e}");
+        assert!(e.contains(AMOUNT_RULE), "{e}");
         let e = both(r#"{"title":"t","amount_cents":-1,"stage":"won"}"#).unwrap_err();
-        assert!(e.contains("between 0 and"), "{e}");
+        assert!(e.contains(AMOUNT_RULE), "{e}");
         assert_eq!(both(r#"[1,2]"#).unwrap_err(), r#"Validation({"body": ["must be a JSON object"]})"#);
         assert_eq!(both(r#"{"title":"#).unwrap_err(), r#"MalformedJson("malformed JSON body")"#);
         assert_eq!(both(r#"{"title":"a"} x"#).unwrap_err(), r#"MalformedJson("malformed JSON body")"#);
@@ -350,9 +354,9 @@ mod tests {
         let e = both(r#"{"title":"a\u0000b","amount_cents":1,"stage":"won"}"#).unwrap_err();
         assert!(e.contains("title") && e.contains("U+0000"), "{e}");
         let e = both(r#"{"title":"t","amount_cents":100.0,"stage":"won"}"#).unwrap_err();
-        assert!(e.contains("must be an integer"), "{e}");
+        assert!(e.contains(AMOUNT_RULE), "{e}");
         let e = both(r#"{"title":"t","amount_cents":99999999999999999999,"stage":"won"}"#).unwrap_err();
-        assert!(e.contains("between 0 and"), "{e}");
+        assert!(e.contains(AMOUNT_RULE), "{e}");
         assert!(both(r#"{"title":"t","amount_cents":5,"stage":"Won"}"#).is_err());
         // Duplicate keys: the last one wins in both.
         assert_eq!(both(r#"{"title":1,"title":"b","amount_cents":5,"stage":"lead"}"#).unwrap().title, "b");
