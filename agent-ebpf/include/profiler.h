@@ -146,4 +146,95 @@ struct stack_sample {
 };
 _Static_assert(sizeof(struct stack_sample) == 64 + STACK_COPY_MAX_BYTES + STACK_COPY_CHUNK, "stack_sample size");
 
+
+/* ---- Wire capture (wire.bpf.c): payload heads of the target's classified TCP sockets ---- */
+
+/* Most bytes of the head (the first bytes a send/receive syscall moved) one chunk carries;
+ * the `head_bytes` knob picks how many of them are read. */
+#define WIRE_HEAD_MAX 256
+
+/* Most bytes of the tail (the last bytes moved) one chunk carries: PostgreSQL sockets and
+ * contiguous buffers only (sendto/recvfrom/read/write); the `tail_bytes` knob. */
+#define WIRE_TAIL_MAX 64
+
+/* Most bytes of an HTTP socket's head (the request or status line): the kernel cuts the head
+ * after the first '\n' and sends nothing unless it starts with a start line, so header fields
+ * and bodies never leave the kernel; the `http_head_bytes` knob. */
+#define WIRE_HTTP_HEAD_MAX 128
+
+/* Iovecs of a vectored call (readv/writev/sendmsg/recvmsg) read for the head. */
+#define WIRE_MAX_IOVECS 8
+
+/* Listening ports of the target the `http_ports` map can hold. */
+#define MAX_HTTP_PORTS 256
+
+/* Class of a socket, decided in the kernel from its addresses. */
+enum wire_class {
+	/* Peer port == the `db_port` knob: a PostgreSQL client connection of the target. */
+	WIRE_CLASS_POSTGRES = 1,
+	/* Local port in `http_ports`: a connection the target accepted as HTTP server. */
+	WIRE_CLASS_HTTP = 2,
+};
+
+/* Which way a chunk's bytes went, seen from the target. */
+enum wire_direction {
+	WIRE_TX = 0, /* sent by the target */
+	WIRE_RX = 1, /* received by the target */
+};
+
+/* Which syscall moved a chunk's bytes (`struct wire_chunk.syscall`). */
+enum wire_syscall {
+	WIRE_SYS_SENDTO = 1,
+	WIRE_SYS_RECVFROM = 2,
+	WIRE_SYS_WRITE = 3,
+	WIRE_SYS_READ = 4,
+	WIRE_SYS_WRITEV = 5,
+	WIRE_SYS_READV = 6,
+	WIRE_SYS_SENDMSG = 7,
+	WIRE_SYS_RECVMSG = 8,
+};
+
+/* Indices of the per-CPU `wire_stats` array (wire.bpf.c's own counters). */
+enum wire_stat_index {
+	WIRE_STAT_CHUNKS = 0,        /* chunks sent to the ring buffer */
+	WIRE_STAT_RINGBUF_FULL = 1,  /* chunks lost: `wire_chunks` was full */
+	WIRE_STAT_NO_STORAGE = 2,    /* calls lost: no task storage for the entry */
+	WIRE_STAT_EAGAIN = 3,        /* calls on classified sockets that returned -EAGAIN */
+	WIRE_STAT_ERRORS = 4,        /* ... that returned another error, or 0 */
+	WIRE_STAT_READ_FAILURES = 5, /* chunks whose head could not be read from user memory */
+	WIRE_STAT_HTTP_NO_START_LINE = 6, /* HTTP chunks not starting with a start line: sent without head */
+	WIRE_STAT_COUNTERS = 7,
+};
+
+/* Task-local storage of the wire programs: the open send/receive call of the thread. */
+struct wire_pending {
+	__u64 ptr;       /* buffer (contiguous calls) or struct iovec array (vectored calls) */
+	__u64 iovcnt;    /* vectored calls: iovecs at ptr; 0 for contiguous calls */
+	__u64 socket;    /* socket id: the struct sock address */
+	__u32 nr;        /* enum wire_syscall of the open call; 0 = none open */
+	__u8 class;      /* enum wire_class */
+	__u8 direction;  /* enum wire_direction */
+	__u16 _pad;
+};
+_Static_assert(sizeof(struct wire_pending) == 32, "wire_pending is 32 bytes");
+
+/* One send or receive of the target on a classified socket that moved bytes (return value
+ * > 0), sent through the `wire_chunks` ring buffer. */
+struct wire_chunk {
+	__u64 ts_ns;       /* bpf_ktime_get_ns() at syscall exit */
+	__u32 pid;         /* process id (tgid, host pid namespace) */
+	__u32 tid;         /* thread id */
+	__u64 socket;      /* socket id: the struct sock address (stable while the socket lives) */
+	__u64 total_len;   /* bytes the syscall moved (its return value) */
+	__u16 head_len;    /* bytes of head[] filled, <= WIRE_HEAD_MAX */
+	__u16 tail_len;    /* bytes of tail[] filled, <= WIRE_TAIL_MAX */
+	__u8 direction;    /* enum wire_direction */
+	__u8 class;        /* enum wire_class */
+	__u8 syscall;      /* enum wire_syscall */
+	__u8 _pad;
+	__u8 head[WIRE_HEAD_MAX]; /* the first bytes moved */
+	__u8 tail[WIRE_TAIL_MAX]; /* the last tail_len bytes moved (never for HTTP) */
+};
+_Static_assert(sizeof(struct wire_chunk) == 40 + WIRE_HEAD_MAX + WIRE_TAIL_MAX, "wire_chunk size");
+
 #endif /* PROFILER_H */

@@ -256,3 +256,158 @@ pub mod names {
     /// Knob (`u64`, `stackcopy`): bytes of user stack read per sample, `<= STACK_COPY_MAX_BYTES`.
     pub const GLOBAL_STACK_COPY_BYTES: &str = "stack_copy_bytes";
 }
+
+/// Wire capture (`wire.bpf.c`): the mirror of the `WIRE_*` part of `profiler.h`, and the
+/// names of that object's maps, programs and knobs.
+pub mod wire {
+    use core::mem::{offset_of, size_of};
+
+    /// Most head bytes one chunk carries (`WIRE_HEAD_MAX`), bytes.
+    pub const HEAD_MAX: usize = 256;
+    /// Most tail bytes one chunk carries (`WIRE_TAIL_MAX`), bytes; PostgreSQL sockets and
+    /// contiguous buffers only.
+    pub const TAIL_MAX: usize = 64;
+    /// Most head bytes of an HTTP chunk (`WIRE_HTTP_HEAD_MAX`): the start line only, bytes.
+    pub const HTTP_HEAD_MAX: usize = 128;
+    /// Iovecs of a vectored call read for the head (`WIRE_MAX_IOVECS`).
+    pub const MAX_IOVECS: usize = 8;
+    /// Ports the `http_ports` map can hold (`MAX_HTTP_PORTS`).
+    pub const MAX_HTTP_PORTS: u32 = 256;
+
+    /// `enum wire_class`: [`WireChunk::class`].
+    pub mod class {
+        /// Peer port == the `db_port` knob (the target is a PostgreSQL client).
+        pub const POSTGRES: u8 = 1;
+        /// Local port in `http_ports` (the target is the HTTP server).
+        pub const HTTP: u8 = 2;
+    }
+
+    /// `enum wire_direction`: [`WireChunk::direction`].
+    pub mod direction {
+        /// Sent by the target.
+        pub const TX: u8 = 0;
+        /// Received by the target.
+        pub const RX: u8 = 1;
+    }
+
+    /// `enum wire_syscall`: [`WireChunk::syscall`], the syscall that moved the bytes.
+    pub mod syscall {
+        /// `sendto`.
+        pub const SENDTO: u8 = 1;
+        /// `recvfrom`.
+        pub const RECVFROM: u8 = 2;
+        /// `write`.
+        pub const WRITE: u8 = 3;
+        /// `read`.
+        pub const READ: u8 = 4;
+        /// `writev`.
+        pub const WRITEV: u8 = 5;
+        /// `readv`.
+        pub const READV: u8 = 6;
+        /// `sendmsg`.
+        pub const SENDMSG: u8 = 7;
+        /// `recvmsg`.
+        pub const RECVMSG: u8 = 8;
+        /// Names by value (index 0 unused).
+        pub const NAMES: [&str; 9] = ["?", "sendto", "recvfrom", "write", "read", "writev", "readv", "sendmsg", "recvmsg"];
+    }
+
+    /// `enum wire_stat_index`: indices of the per-CPU `wire_stats` array.
+    pub mod stat_index {
+        /// Chunks sent to the ring buffer.
+        pub const CHUNKS: u32 = 0;
+        /// Chunks lost because `wire_chunks` was full.
+        pub const RINGBUF_FULL: u32 = 1;
+        /// Calls lost: no task storage for the entry.
+        pub const NO_STORAGE: u32 = 2;
+        /// Calls on classified sockets that returned `-EAGAIN`.
+        pub const EAGAIN: u32 = 3;
+        /// Calls on classified sockets that returned another error, or 0.
+        pub const ERRORS: u32 = 4;
+        /// Chunks whose head could not be read from user memory.
+        pub const READ_FAILURES: u32 = 5;
+        /// HTTP chunks that did not start with a start line (sent without head).
+        pub const HTTP_NO_START_LINE: u32 = 6;
+        /// Number of counters (`WIRE_STAT_COUNTERS`).
+        pub const COUNT: u32 = 7;
+    }
+
+    /// `struct wire_chunk`: one send or receive on a classified socket that moved bytes.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[repr(C)]
+    pub struct WireChunk {
+        /// `bpf_ktime_get_ns()` at syscall exit (`CLOCK_MONOTONIC`), ns.
+        pub ts_ns: u64,
+        /// Process id (tgid, host pid namespace).
+        pub pid: u32,
+        /// Thread id.
+        pub tid: u32,
+        /// Socket id: the kernel's `struct sock` address.
+        pub socket: u64,
+        /// Bytes the syscall moved (its return value).
+        pub total_len: u64,
+        /// Bytes of `head` filled, `<= HEAD_MAX`.
+        pub head_len: u16,
+        /// Bytes of `tail` filled, `<= TAIL_MAX`.
+        pub tail_len: u16,
+        /// [`direction`].
+        pub direction: u8,
+        /// [`class`].
+        pub class: u8,
+        /// [`syscall`].
+        pub syscall: u8,
+        /// Padding.
+        pub _pad: u8,
+        /// The first bytes moved.
+        pub head: [u8; HEAD_MAX],
+        /// The last `tail_len` bytes moved.
+        pub tail: [u8; TAIL_MAX],
+    }
+
+    /// Bytes of one `struct wire_chunk` record.
+    pub const CHUNK_SIZE: usize = 40 + HEAD_MAX + TAIL_MAX;
+    const _: () = assert!(size_of::<WireChunk>() == CHUNK_SIZE);
+    const _: () = assert!(offset_of!(WireChunk, total_len) == 24);
+    const _: () = assert!(offset_of!(WireChunk, head_len) == 32);
+    const _: () = assert!(offset_of!(WireChunk, direction) == 36);
+    const _: () = assert!(offset_of!(WireChunk, head) == 40);
+    const _: () = assert!(offset_of!(WireChunk, tail) == 40 + HEAD_MAX);
+
+    /// Ring buffer of chunks.
+    pub const MAP_WIRE_CHUNKS: &str = "wire_chunks";
+    /// Per-CPU counters, indices in [`stat_index`].
+    pub const MAP_WIRE_STATS: &str = "wire_stats";
+    /// The target's listening ports: `u16` (host order) -> `u8`.
+    pub const MAP_HTTP_PORTS: &str = "http_ports";
+
+    /// Knob (`u64`): peer port of PostgreSQL connections. Default 5432.
+    pub const GLOBAL_DB_PORT: &str = "db_port";
+    /// Knob (`u64`): head bytes read per chunk, `<= HEAD_MAX`.
+    pub const GLOBAL_HEAD_BYTES: &str = "head_bytes";
+    /// Knob (`u64`): tail bytes read per chunk, `<= TAIL_MAX` (0 = none).
+    pub const GLOBAL_TAIL_BYTES: &str = "tail_bytes";
+    /// Knob (`u64`): head bytes read per HTTP chunk before the cut at the first `\n`, `<= HTTP_HEAD_MAX`.
+    pub const GLOBAL_HTTP_HEAD_BYTES: &str = "http_head_bytes";
+
+    /// Programs and their tracepoints (`syscalls` category): (program, tracepoint) pairs.
+    pub const PROGRAMS: [(&str, &str); 16] = [
+        ("on_enter_sendto", "sys_enter_sendto"),
+        ("on_exit_sendto", "sys_exit_sendto"),
+        ("on_enter_recvfrom", "sys_enter_recvfrom"),
+        ("on_exit_recvfrom", "sys_exit_recvfrom"),
+        ("on_enter_write", "sys_enter_write"),
+        ("on_exit_write", "sys_exit_write"),
+        ("on_enter_read", "sys_enter_read"),
+        ("on_exit_read", "sys_exit_read"),
+        ("on_enter_writev", "sys_enter_writev"),
+        ("on_exit_writev", "sys_exit_writev"),
+        ("on_enter_readv", "sys_enter_readv"),
+        ("on_exit_readv", "sys_exit_readv"),
+        ("on_enter_sendmsg", "sys_enter_sendmsg"),
+        ("on_exit_sendmsg", "sys_exit_sendmsg"),
+        ("on_enter_recvmsg", "sys_enter_recvmsg"),
+        ("on_exit_recvmsg", "sys_exit_recvmsg"),
+    ];
+    /// Tracepoint category of [`PROGRAMS`].
+    pub const TRACEPOINT_CATEGORY: &str = "syscalls";
+}

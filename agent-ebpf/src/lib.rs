@@ -18,3 +18,8 @@ pub static SYSCALLS_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OU
 /// `stackcopy.bpf.o`: `on_cpu_sample_stack_copy` (perf_event), samples with a copy of the user
 /// stack for DWARF unwinding in the agent.
 pub static STACKCOPY_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stackcopy.bpf.o"));
+
+/// `wire.bpf.o`: `on_enter_*` / `on_exit_*` (per-syscall tracepoints of sendto, recvfrom,
+/// write, read, writev, readv, sendmsg, recvmsg), payload heads of the target's classified TCP
+/// sockets through the `wire_chunks` ring buffer.
+pub static WIRE_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/wire.bpf.o"));

@@ -15,6 +15,7 @@
 
 mod dwarf;
 mod syscall_names;
+pub mod wire;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -113,11 +114,26 @@ pub struct Options {
     /// Bytes of user stack copied per sample for [`Unwind::Auto`] and [`Unwind::Dwarf`]
     /// (at most 65536, `STACK_COPY_MAX_BYTES`). Default is [`DEFAULT_STACK_COPY_BYTES`].
     pub stack_copy_bytes: u64,
+    /// Capture the heads of the target's TCP sends and receives on PostgreSQL and HTTP
+    /// sockets and decode them into [`RawProfile::wire`] (see [`wire`]). Default is true.
+    pub wire: bool,
+    /// Peer port that makes a TCP socket a PostgreSQL connection for the wire capture.
+    /// Default is 5432.
+    pub db_port: u16,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { frequency_hz: 99, offcpu: true, offcpu_min_block_ns: 1_000, syscalls: true, unwind: Unwind::Auto, stack_copy_bytes: DEFAULT_STACK_COPY_BYTES }
+        Options {
+            frequency_hz: 99,
+            offcpu: true,
+            offcpu_min_block_ns: 1_000,
+            syscalls: true,
+            unwind: Unwind::Auto,
+            stack_copy_bytes: DEFAULT_STACK_COPY_BYTES,
+            wire: true,
+            db_port: 5432,
+        }
     }
 }
 
@@ -148,6 +164,8 @@ pub struct Collector {
     processes: BTreeMap<u32, Process>,
     /// On-CPU sampling with stack copies (`Unwind::Auto`/`Dwarf`); `sample` then stays unattached.
     stack_copy: Option<dwarf::StackCopy>,
+    /// Wire capture ([`Options::wire`]).
+    wire: Option<wire::WireCapture>,
 }
 
 /// Kernel run statistics of one BPF program (`bpf_prog_info.run_cnt` / `run_time_ns`).
@@ -298,6 +316,12 @@ impl Collector {
             None
         };
 
+        let mut wire = if options.wire {
+            Some(wire::WireCapture::load(filter, wire::WireOptions { db_port: options.db_port, ..Default::default() })?)
+        } else {
+            None
+        };
+
         let cpu_at_start = target.cpu_time_ns();
         let started = Instant::now();
         let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
@@ -309,6 +333,9 @@ impl Collector {
                 let prog: &mut RawTracePoint = program(ebpf, name)?;
                 prog.attach(tp).map_err(|source| CollectError::Attach { program: name, source })?;
             }
+        }
+        if let Some(wire) = wire.as_mut() {
+            wire.attach(&target.pids()?)?;
         }
         if let Some(ebpf) = offcpu.as_mut() {
             let prog: &mut BtfTracePoint = program(ebpf, names::PROG_ON_SCHED_SWITCH)?;
@@ -345,6 +372,7 @@ impl Collector {
             cpus: cpus.len() as u32,
             processes: BTreeMap::new(),
             stack_copy,
+            wire,
         };
         collector.note_processes(&target.pids()?);
         Ok(collector)
@@ -363,6 +391,9 @@ impl Collector {
         if let Some(ebpf) = self.syscalls.as_mut() {
             set_target_pids(ebpf, pids, old)?;
         }
+        if let Some(wire) = self.wire.as_mut() {
+            wire.update_pids(pids, old)?;
+        }
         self.note_processes(pids);
         Ok(())
     }
@@ -370,6 +401,11 @@ impl Collector {
     /// Remembers `comm` and executable of processes while they exist, so that processes
     /// that exit before the end still have a name in the profile.
     pub fn note_processes(&mut self, pids: &BTreeSet<u32>) {
+        if let Some(wire) = self.wire.as_mut() {
+            // New listening ports of the target (best effort: a failed map update only means
+            // that connections on that port are not captured).
+            let _ = wire.refresh_ports(pids);
+        }
         for &pid in pids {
             self.processes.entry(pid).or_insert_with(|| read_process(pid));
         }
@@ -394,6 +430,11 @@ impl Collector {
         if let Some(ebpf) = &self.syscalls {
             push(ebpf, names::PROG_ON_SYS_ENTER);
             push(ebpf, names::PROG_ON_SYS_EXIT);
+        }
+        if let Some(wire) = &self.wire {
+            for (name, _) in agent_ebpf::abi::wire::PROGRAMS {
+                push(wire.ebpf(), name);
+            }
         }
         out
     }
@@ -422,6 +463,13 @@ impl Collector {
                 prog.unload().map_err(|source| CollectError::Attach { program: name, source })?;
             }
         }
+        let (wire, wire_report) = match self.wire.take() {
+            Some(capture) => {
+                let (summary, report) = capture.finish()?;
+                (Some(summary), Some(report))
+            }
+            None => (None, None),
+        };
         let duration = self.started.elapsed();
         let end_ktime = monotonic_ns();
         let cpu_at_end = target.cpu_time_ns();
@@ -471,8 +519,9 @@ impl Collector {
                 _ => None,
             },
             unwind,
+            wire: wire_report,
         };
-        Ok(RawProfile { meta, processes, on_cpu, off_cpu, syscalls, lost })
+        Ok(RawProfile { meta, processes, on_cpu, off_cpu, syscalls, lost, wire })
     }
 }
 

@@ -50,6 +50,45 @@ pub struct Meta {
     /// (`--unwind dwarf|auto`); `None` for frame-pointer stacks unwound in the kernel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unwind: Option<UnwindReport>,
+    /// What the wire capture (`collect::Options::wire`) did in the kernel: knobs, chunks,
+    /// losses; `None` when it was off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire: Option<WireCaptureReport>,
+}
+
+/// The kernel side of the wire capture during a run (`agent-ebpf` `wire.bpf.c`): what was
+/// classified, what was sent to the agent and what was lost. Counts are syscalls.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireCaptureReport {
+    /// Peer port that made a TCP socket a PostgreSQL connection.
+    pub db_port: u16,
+    /// The target's listening TCP ports (from `/proc/PID/net/tcp{,6}` LISTEN sockets whose
+    /// inode is one of the target's fds): a socket with one of them as local port is HTTP.
+    pub http_ports: Vec<u16>,
+    /// Head bytes captured per call on PostgreSQL sockets, bytes.
+    pub head_bytes: u64,
+    /// Tail bytes captured per call on PostgreSQL sockets (contiguous buffers only), bytes.
+    pub tail_bytes: u64,
+    /// Head bytes read per call on HTTP sockets before the cut after the start line, bytes.
+    pub http_head_bytes: u64,
+    /// Chunks (calls that moved bytes) sent by the kernel.
+    pub chunks: u64,
+    /// Chunks received and decoded by the agent.
+    pub chunks_decoded: u64,
+    /// Chunks lost because the ring buffer was full.
+    pub ringbuf_dropped: u64,
+    /// Calls lost because no task storage could be created.
+    pub no_storage: u64,
+    /// Calls on classified sockets that returned `-EAGAIN` (no chunk).
+    pub eagain: u64,
+    /// Calls on classified sockets that returned another error or 0 (no chunk).
+    pub errors: u64,
+    /// Chunks whose head could not be read from the target's memory (sent without head).
+    pub read_failures: u64,
+    /// HTTP chunks that did not begin with a start line: sent without any byte.
+    pub http_no_start_line: u64,
+    /// Chunks per syscall name (`sendto`, `recvfrom`, `writev`, ...).
+    pub chunks_by_syscall: std::collections::BTreeMap<String, u64>,
 }
 
 /// What the stack-copy (DWARF, `.eh_frame`) unwinding did during a run: the bound on the stack
@@ -195,6 +234,11 @@ pub struct RawProfile {
     pub syscalls: Vec<SyscallStat>,
     /// Loss counters.
     pub lost: LostCounters,
+    /// What the target said on its TCP sockets (HTTP request lines, PostgreSQL round trips,
+    /// statement shapes, pings, transactions), decoded from the wire capture; `None` when the
+    /// capture was off (`collect::Options::wire`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire: Option<crate::wire::WireSummary>,
 }
 
 /// Where a frame's code lives.
@@ -287,4 +331,9 @@ pub struct Profile {
     pub syscalls: Vec<SyscallStat>,
     /// Loss counters.
     pub lost: LostCounters,
+    /// What the target said on its TCP sockets (HTTP request lines, PostgreSQL round trips,
+    /// statement shapes, pings, transactions), decoded from the wire capture; `None` when the
+    /// capture was off (`collect::Options::wire`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire: Option<crate::wire::WireSummary>,
 }

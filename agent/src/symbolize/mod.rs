@@ -89,6 +89,7 @@ pub fn symbolize_with(raw: RawProfile, options: &Options) -> Profile {
         off_cpu,
         syscalls,
         mut lost,
+        wire,
     } = raw;
     let symbolizer = Symbolizer::builder()
         .enable_demangling(true)
@@ -190,6 +191,7 @@ fn lookup_addresses(stack: &[u64]) -> impl Iterator<Item = u64> + '_ {
 
 /// Truncation rule (see [`is_thread_start`]): `outer` holds the physical frames of the user
 /// part, root first. Not truncated when there is no user part, or when nothing in it resolved
+        wire,
 /// (a process that exited before symbolization: unknown, not known to be truncated).
 fn is_truncated(outer: &[u32], frames: &[Frame]) -> bool {
     let Some(&root) = outer.first() else {

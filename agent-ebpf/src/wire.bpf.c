@@ -1,0 +1,498 @@
+// SPDX-License-Identifier: GPL-2.0 OR Apache-2.0
+/*
+ * Wire capture: the head (and, for PostgreSQL, the tail) of every send and receive of the
+ * target on its classified TCP sockets, one `struct wire_chunk` per syscall that moved bytes,
+ * through the `wire_chunks` ring buffer. The agent decodes them (agent/src/wire/).
+ *
+ * Hooks: the per-syscall tracepoints `syscalls:sys_enter_X` / `sys_exit_X` for X in sendto,
+ * recvfrom, write, read, writev, readv, sendmsg, recvmsg (Documentation/trace/events.rst;
+ * field layout from /sys/kernel/tracing/events/syscalls/sys_enter_sendto/format: the
+ * syscall number at offset 8, argument i at 16 + 8*i; sys_exit's `ret` at 16). Only these
+ * eight syscalls run the programs, unlike raw_syscalls:sys_enter which runs for every syscall.
+ *
+ * On enter (target filter first, filter.bpf.h): classify the socket from the fd, in the kernel
+ * (current->files->fdt->fd[fd]->private_data is the struct socket of a socket file, whose
+ * ->file points back to that file; its ->sk gives family, type, protocol and ports; CO-RE
+ * reads through vmlinux.h): only AF_INET/AF_INET6 TCP stream sockets, PostgreSQL when the
+ * peer port is the `db_port` knob, HTTP when the local port is in `http_ports` (filled by the
+ * agent with the target's listening ports). Anything else is ignored here. The buffer (or the
+ * iovec array) is kept in task-local storage. On exit: the return value is what was really
+ * moved; > 0 gives a chunk, -EAGAIN and other errors are only counted (`wire_stats`).
+ *
+ * What leaves the kernel: for PostgreSQL sockets, the first `head_bytes` (<= 256) and the last
+ * `tail_bytes` (<= 64, contiguous buffers only) bytes of each call. For HTTP sockets, only
+ * the start line: the head is read up to `http_head_bytes` (<= 128) and cut after the first
+ * '\n'; unless it begins with a request line (`TOKEN SP` then '/', '*' or a letter) on the
+ * receive side or with `HTTP/` on the send side, no byte is sent at all (only the length).
+ * Header fields and bodies never leave the kernel.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+#include "profiler.h"
+#include "filter.bpf.h"
+
+#define EAGAIN 11
+#define AF_INET 2
+#define AF_INET6 10
+#define SOCK_STREAM 1
+#define IPPROTO_TCP 6
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Knobs (u64, like every knob the agent sets). */
+const volatile __u64 db_port = 5432;        /* peer port of PostgreSQL connections */
+const volatile __u64 head_bytes = WIRE_HEAD_MAX;      /* <= WIRE_HEAD_MAX */
+const volatile __u64 tail_bytes = WIRE_TAIL_MAX;      /* <= WIRE_TAIL_MAX; 0 = no tails */
+const volatile __u64 http_head_bytes = WIRE_HTTP_HEAD_MAX; /* <= WIRE_HTTP_HEAD_MAX */
+
+/* The target's listening TCP ports (host byte order -> unused byte), filled by the agent. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_HTTP_PORTS);
+	__type(key, __u16);
+	__type(value, __u8);
+} http_ports SEC(".maps");
+
+/* The open send/receive call of each thread. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct wire_pending);
+} wire_pendings SEC(".maps");
+
+/* Chunks for the agent. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 * 1024 * 1024);
+} wire_chunks SEC(".maps");
+
+/* Counters per CPU, indexed by enum wire_stat_index. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, WIRE_STAT_COUNTERS);
+	__type(key, __u32);
+	__type(value, __u64);
+} wire_stats SEC(".maps");
+
+/* A chunk is built here (per CPU) before bpf_ringbuf_output: the slack after it lets the
+ * verifier prove in bounds a copy of up to WIRE_HEAD_MAX bytes at any offset below
+ * WIRE_HEAD_MAX (vectored heads are assembled iovec by iovec). */
+struct wire_scratch {
+	struct wire_chunk chunk;
+	__u8 slack[WIRE_HEAD_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct wire_scratch);
+} wire_scratches SEC(".maps");
+
+/* Layouts of the syscalls tracepoints (see the format files named above). Declared here,
+ * without CO-RE: the format is ABI. */
+struct sys_enter_ctx {
+	__u64 common;
+	__s64 nr;
+	__u64 args[6];
+};
+
+struct sys_exit_ctx {
+	__u64 common;
+	__s64 nr;
+	__s64 ret;
+};
+
+struct wire_iovec {
+	__u64 base;
+	__u64 len;
+};
+
+static __always_inline void count_stat(__u32 index)
+{
+	__u64 *value = bpf_map_lookup_elem(&wire_stats, &index);
+	if (value)
+		*value += 1; /* per-CPU slot: no other writer */
+}
+
+/* The class of the target's socket `fd` (0 = not a classified TCP socket), and its id. */
+static __always_inline __u8 classify(__s64 fd, __u64 *socket)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	struct file **fds;
+	struct file *file = NULL;
+	struct socket *sock;
+	struct sock *sk;
+	__u16 family, protocol, type, lport, dport;
+
+	if (!fdt || fd < 0)
+		return 0;
+	if ((__u64)fd >= BPF_CORE_READ(fdt, max_fds))
+		return 0;
+	fds = BPF_CORE_READ(fdt, fd);
+	if (!fds || bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]) || !file)
+		return 0;
+	/* A socket file's private_data is its struct socket, whose ->file points back. */
+	sock = BPF_CORE_READ(file, private_data);
+	if (!sock || BPF_CORE_READ(sock, file) != file)
+		return 0;
+	sk = BPF_CORE_READ(sock, sk);
+	if (!sk)
+		return 0;
+	family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (family != AF_INET && family != AF_INET6)
+		return 0;
+	protocol = BPF_CORE_READ(sk, sk_protocol);
+	type = BPF_CORE_READ(sk, sk_type);
+	if (protocol != IPPROTO_TCP || type != SOCK_STREAM)
+		return 0;
+	dport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	lport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	*socket = (__u64)sk;
+	if (dport == db_port)
+		return WIRE_CLASS_POSTGRES;
+	if (bpf_map_lookup_elem(&http_ports, &lport))
+		return WIRE_CLASS_HTTP;
+	return 0;
+}
+
+static __always_inline int on_enter(__u32 nr, __u8 direction, __s64 fd, __u64 ptr, __u64 iovcnt)
+{
+	struct wire_pending *p;
+	__u64 socket = 0;
+	__u8 class;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (!current_is_target(tgid))
+		return 0;
+	class = classify(fd, &socket);
+	p = bpf_task_storage_get(&wire_pendings, bpf_get_current_task_btf(), 0,
+				 class ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	if (!p) {
+		if (class)
+			count_stat(WIRE_STAT_NO_STORAGE);
+		return 0;
+	}
+	if (!class) {
+		p->nr = 0; /* forget any call left open (e.g. entered before attach) */
+		return 0;
+	}
+	p->ptr = ptr;
+	p->iovcnt = iovcnt;
+	p->socket = socket;
+	p->class = class;
+	p->direction = direction;
+	p->nr = nr;
+	return 0;
+}
+
+/* Copies up to `limit` (<= WIRE_HEAD_MAX) bytes of a contiguous user buffer to head[];
+ * returns the bytes copied (0 on a fault). */
+static __always_inline __u32 copy_contiguous(struct wire_scratch *s, __u64 buf, __u64 limit)
+{
+	__u32 n = limit;
+
+	if (n > WIRE_HEAD_MAX)
+		n = WIRE_HEAD_MAX;
+	barrier_var(n);
+	if (n == 0 || n > WIRE_HEAD_MAX)
+		return 0;
+	if (bpf_probe_read_user(s->chunk.head, n, (void *)buf))
+		return 0;
+	return n;
+}
+
+/* Copies up to `limit` bytes of the data of `iovcnt` iovecs at `iov` to head[]. */
+static __always_inline __u32 copy_vectored(struct wire_scratch *s, __u64 iov, __u64 iovcnt, __u64 limit)
+{
+	__u32 off = 0;
+
+	if (limit > WIRE_HEAD_MAX)
+		limit = WIRE_HEAD_MAX;
+	for (int i = 0; i < WIRE_MAX_IOVECS; i++) {
+		struct wire_iovec v;
+		__u32 n;
+
+		if (i >= iovcnt || off >= limit)
+			break;
+		if (bpf_probe_read_user(&v, sizeof(v), (void *)(iov + i * sizeof(v))))
+			break;
+		n = limit - off;
+		if (v.len < n)
+			n = v.len;
+		barrier_var(n);
+		if (n == 0)
+			continue;
+		if (n > WIRE_HEAD_MAX || off >= WIRE_HEAD_MAX)
+			break;
+		if (bpf_probe_read_user(&s->chunk.head[off & (WIRE_HEAD_MAX - 1)], n, (void *)v.base))
+			break;
+		off += n;
+	}
+	return off;
+}
+
+static __always_inline bool is_upper(__u8 c)
+{
+	return c >= 'A' && c <= 'Z';
+}
+
+/* HTTP: the length of the head to send: through the first '\n', and 0 unless the head starts
+ * with a start line (request line on receive, status line on send). */
+static __always_inline __u32 http_start_line(struct wire_scratch *s, __u32 len, __u8 direction)
+{
+	__u8 *h = s->chunk.head;
+	__u32 end = len;
+
+	if (len == 0)
+		return 0;
+	if (direction == WIRE_TX) {
+		if (len < 5 || h[0] != 'H' || h[1] != 'T' || h[2] != 'T' || h[3] != 'P' || h[4] != '/')
+			return 0;
+	} else {
+		/* method token (upper-case letters, RFC 9110 methods), SP, then the target's first
+		 * character: '/' (origin form), '*' (asterisk form) or a letter (absolute or
+		 * authority form). A header field line has ':' after its name, never SP. */
+		__u32 i, sp = 0;
+
+		for (i = 0; i < 17 && i < len && i < WIRE_HTTP_HEAD_MAX; i++) {
+			__u8 c = h[i & (WIRE_HTTP_HEAD_MAX - 1)];
+			if (c == ' ') {
+				sp = i;
+				break;
+			}
+			if (!is_upper(c))
+				return 0;
+		}
+		if (sp == 0 || sp + 1 >= len || sp + 1 >= WIRE_HTTP_HEAD_MAX)
+			return 0;
+		{
+			__u8 c = h[(sp + 1) & (WIRE_HTTP_HEAD_MAX - 1)];
+			if (c != '/' && c != '*' && !is_upper(c) && !(c >= 'a' && c <= 'z'))
+				return 0;
+		}
+	}
+	for (__u32 i = 0; i < WIRE_HTTP_HEAD_MAX; i++) {
+		if (i >= len)
+			break;
+		if (h[i] == '\n') {
+			end = i + 1;
+			break;
+		}
+	}
+	return end;
+}
+
+static __always_inline int on_exit(struct sys_exit_ctx *ctx, __u32 nr)
+{
+	struct wire_pending *p;
+	struct wire_scratch *s;
+	struct wire_chunk *c;
+	__u32 zero = 0, head_len = 0, tail_len = 0;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	__s64 ret;
+
+	if (!current_is_target(tgid))
+		return 0;
+	p = bpf_task_storage_get(&wire_pendings, bpf_get_current_task_btf(), 0, 0);
+	if (!p || p->nr != nr)
+		return 0;
+	p->nr = 0;
+	ret = ctx->ret;
+	if (ret <= 0) {
+		count_stat(ret == -EAGAIN ? WIRE_STAT_EAGAIN : WIRE_STAT_ERRORS);
+		return 0;
+	}
+	s = bpf_map_lookup_elem(&wire_scratches, &zero);
+	if (!s)
+		return 0;
+	c = &s->chunk;
+	c->ts_ns = bpf_ktime_get_ns();
+	c->pid = tgid;
+	c->tid = id;
+	c->socket = p->socket;
+	c->total_len = ret;
+	c->direction = p->direction;
+	c->class = p->class;
+	c->syscall = nr;
+	c->_pad = 0;
+
+	{
+		__u64 limit = p->class == WIRE_CLASS_HTTP ? http_head_bytes : head_bytes;
+
+		if (p->class == WIRE_CLASS_HTTP && limit > WIRE_HTTP_HEAD_MAX)
+			limit = WIRE_HTTP_HEAD_MAX;
+		if (limit > (__u64)ret)
+			limit = ret;
+		if (p->iovcnt)
+			head_len = copy_vectored(s, p->ptr, p->iovcnt, limit);
+		else
+			head_len = copy_contiguous(s, p->ptr, limit);
+	}
+	if (head_len == 0)
+		count_stat(WIRE_STAT_READ_FAILURES);
+	if (p->class == WIRE_CLASS_HTTP) {
+		__u32 kept = http_start_line(s, head_len, p->direction);
+
+		if (head_len && !kept)
+			count_stat(WIRE_STAT_HTTP_NO_START_LINE);
+		head_len = kept;
+	} else if (!p->iovcnt && (__u64)ret > head_len && tail_bytes > 0) {
+		__u64 t = (__u64)ret - head_len;
+
+		if (t > tail_bytes)
+			t = tail_bytes;
+		if (t > WIRE_TAIL_MAX)
+			t = WIRE_TAIL_MAX;
+		tail_len = t;
+		barrier_var(tail_len);
+		if (tail_len == 0 || tail_len > WIRE_TAIL_MAX ||
+		    bpf_probe_read_user(c->tail, tail_len, (void *)(p->ptr + ret - tail_len)))
+			tail_len = 0;
+	}
+	/* Bytes of head[] past head_len are scratch left-overs (possibly HTTP header bytes of
+	 * this call): zero them so that nothing past the start line leaves the kernel. */
+	for (__u32 i = 0; i < WIRE_HEAD_MAX; i++) {
+		if (i >= head_len)
+			c->head[i] = 0;
+	}
+	for (__u32 i = 0; i < WIRE_TAIL_MAX; i++) {
+		if (i >= tail_len)
+			c->tail[i] = 0;
+	}
+	c->head_len = head_len;
+	c->tail_len = tail_len;
+	if (bpf_ringbuf_output(&wire_chunks, c, sizeof(*c), 0)) {
+		count_stat(WIRE_STAT_RINGBUF_FULL);
+		return 0;
+	}
+	count_stat(WIRE_STAT_CHUNKS);
+	return 0;
+}
+
+/* sendto(fd, buff, len, flags, addr, addr_len) */
+SEC("tracepoint/syscalls/sys_enter_sendto")
+int on_enter_sendto(struct sys_enter_ctx *ctx)
+{
+	return on_enter(WIRE_SYS_SENDTO, WIRE_TX, ctx->args[0], ctx->args[1], 0);
+}
+
+SEC("tracepoint/syscalls/sys_exit_sendto")
+int on_exit_sendto(struct sys_exit_ctx *ctx)
+{
+	return on_exit(ctx, WIRE_SYS_SENDTO);
+}
+
+/* recvfrom(fd, ubuf, size, flags, addr, addr_len) */
+SEC("tracepoint/syscalls/sys_enter_recvfrom")
+int on_enter_recvfrom(struct sys_enter_ctx *ctx)
+{
+	return on_enter(WIRE_SYS_RECVFROM, WIRE_RX, ctx->args[0], ctx->args[1], 0);
+}
+
+SEC("tracepoint/syscalls/sys_exit_recvfrom")
+int on_exit_recvfrom(struct sys_exit_ctx *ctx)
+{
+	return on_exit(ctx, WIRE_SYS_RECVFROM);
+}
+
+/* write(fd, buf, count) */
+SEC("tracepoint/syscalls/sys_enter_write")
+int on_enter_write(struct sys_enter_ctx *ctx)
+{
+	return on_enter(WIRE_SYS_WRITE, WIRE_TX, ctx->args[0], ctx->args[1], 0);
+}
+
+SEC("tracepoint/syscalls/sys_exit_write")
+int on_exit_write(struct sys_exit_ctx *ctx)
+{
+	return on_exit(ctx, WIRE_SYS_WRITE);
+}
+
+/* read(fd, buf, count) */
+SEC("tracepoint/syscalls/sys_enter_read")
+int on_enter_read(struct sys_enter_ctx *ctx)
+{
+	return on_enter(WIRE_SYS_READ, WIRE_RX, ctx->args[0], ctx->args[1], 0);
+}
+
+SEC("tracepoint/syscalls/sys_exit_read")
+int on_exit_read(struct sys_exit_ctx *ctx)
+{
+	return on_exit(ctx, WIRE_SYS_READ);
+}
+
+/* writev(fd, vec, vlen) */
+SEC("tracepoint/syscalls/sys_enter_writev")
+int on_enter_writev(struct sys_enter_ctx *ctx)
+{
+	return on_enter(WIRE_SYS_WRITEV, WIRE_TX, ctx->args[0], ctx->args[1], ctx->args[2]);
+}
+
+SEC("tracepoint/syscalls/sys_exit_writev")
+int on_exit_writev(struct sys_exit_ctx *ctx)
+{
+	return on_exit(ctx, WIRE_SYS_WRITEV);
+}
+
+/* readv(fd, vec, vlen) */
+SEC("tracepoint/syscalls/sys_enter_readv")
+int on_enter_readv(struct sys_enter_ctx *ctx)
+{
+	return on_enter(WIRE_SYS_READV, WIRE_RX, ctx->args[0], ctx->args[1], ctx->args[2]);
+}
+
+SEC("tracepoint/syscalls/sys_exit_readv")
+int on_exit_readv(struct sys_exit_ctx *ctx)
+{
+	return on_exit(ctx, WIRE_SYS_READV);
+}
+
+/* sendmsg(fd, msg, flags) / recvmsg(fd, msg, flags): the iovecs of the user msghdr. */
+static __always_inline int on_enter_msg(__u32 nr, __u8 direction, struct sys_enter_ctx *ctx)
+{
+	struct user_msghdr msg = {};
+
+	if (bpf_probe_read_user(&msg, sizeof(msg), (void *)ctx->args[1]))
+		return 0;
+	if (msg.msg_iovlen == 0)
+		return 0;
+	return on_enter(nr, direction, ctx->args[0], (__u64)msg.msg_iov, msg.msg_iovlen);
+}
+
+SEC("tracepoint/syscalls/sys_enter_sendmsg")
+int on_enter_sendmsg(struct sys_enter_ctx *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (!current_is_target(tgid))
+		return 0;
+	return on_enter_msg(WIRE_SYS_SENDMSG, WIRE_TX, ctx);
+}
+
+SEC("tracepoint/syscalls/sys_exit_sendmsg")
+int on_exit_sendmsg(struct sys_exit_ctx *ctx)
+{
+	return on_exit(ctx, WIRE_SYS_SENDMSG);
+}
+
+SEC("tracepoint/syscalls/sys_enter_recvmsg")
+int on_enter_recvmsg(struct sys_enter_ctx *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (!current_is_target(tgid))
+		return 0;
+	return on_enter_msg(WIRE_SYS_RECVMSG, WIRE_RX, ctx);
+}
+
+SEC("tracepoint/syscalls/sys_exit_recvmsg")
+int on_exit_recvmsg(struct sys_exit_ctx *ctx)
+{
+	return on_exit(ctx, WIRE_SYS_RECVMSG);
+}

@@ -1,0 +1,399 @@
+//! Wire capture: payload heads of the target's TCP sockets, decoded during the run.
+//!
+//! `wire.bpf.c` (agent-ebpf) hooks the per-syscall tracepoints of `sendto`, `recvfrom`,
+//! `write`, `read`, `writev`, `readv`, `sendmsg` and `recvmsg`, classifies the socket of each
+//! call of the target in the kernel (PostgreSQL: peer port [`WireOptions::db_port`]; HTTP:
+//! local port among the target's listening ports, which this module finds in
+//! `/proc/PID/net/tcp{,6}` and keeps in the `http_ports` map), and sends one chunk per call
+//! that moved bytes through the `wire_chunks` ring buffer. A thread of the agent drains the
+//! ring buffer during the run and feeds [`crate::wire::WireDecoder`]; the
+//! [`WireSummary`] it builds goes into the profile.
+//!
+//! Privacy: for HTTP sockets the kernel sends only the start line (see `wire.bpf.c`); this
+//! module cuts every HTTP head after its first `\n` again and drops HTTP tails before the
+//! decoder sees them, so no header field or body byte can reach a profile even if the kernel
+//! side changed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use agent_ebpf::abi::wire as abi;
+use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
+use aya::programs::TracePoint;
+use aya::Ebpf;
+
+use super::{load_error, load_object, map_error, program, set_target_pids, CollectError};
+use crate::profile::WireCaptureReport;
+use crate::target::Filter;
+use crate::wire::{Chunk, Direction, Protocol, WireDecoder, WireOptions as DecoderOptions, WireSummary};
+
+/// How long the drain thread waits for the ring buffer before checking the stop flag, ms.
+const POLL_TIMEOUT_MS: i32 = 50;
+
+/// Knobs of the wire capture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WireOptions {
+    /// Peer port of PostgreSQL connections. Default is 5432.
+    pub db_port: u16,
+    /// Head bytes captured per call on PostgreSQL sockets, at most 256
+    /// (`WIRE_HEAD_MAX`). Default is 256.
+    pub head_bytes: u64,
+    /// Tail bytes captured per call on PostgreSQL sockets (contiguous buffers), at most 64
+    /// (`WIRE_TAIL_MAX`); 0 turns tails off. Default is 64.
+    pub tail_bytes: u64,
+    /// Head bytes read per call on HTTP sockets, at most 128 (`WIRE_HTTP_HEAD_MAX`); the
+    /// kernel then keeps only the start line. Default is 128.
+    pub http_head_bytes: u64,
+}
+
+impl Default for WireOptions {
+    fn default() -> Self {
+        WireOptions {
+            db_port: 5432,
+            head_bytes: abi::HEAD_MAX as u64,
+            tail_bytes: abi::TAIL_MAX as u64,
+            http_head_bytes: abi::HTTP_HEAD_MAX as u64,
+        }
+    }
+}
+
+/// What the drain thread hands back.
+struct Drained {
+    decoder: WireDecoder,
+    by_syscall: BTreeMap<String, u64>,
+}
+
+/// The loaded (and, after [`WireCapture::attach`], running) wire capture.
+pub(super) struct WireCapture {
+    ebpf: Ebpf,
+    options: WireOptions,
+    ports: BTreeSet<u16>,
+    stop: Arc<AtomicBool>,
+    decoded: Arc<AtomicU64>,
+    thread: Option<JoinHandle<Drained>>,
+}
+
+impl WireCapture {
+    /// Loads `wire` with the target filter and the knobs and verifies its programs.
+    pub(super) fn load(filter: &Filter, options: WireOptions) -> Result<Self, CollectError> {
+        let options = WireOptions {
+            head_bytes: options.head_bytes.min(abi::HEAD_MAX as u64),
+            tail_bytes: options.tail_bytes.min(abi::TAIL_MAX as u64),
+            http_head_bytes: options.http_head_bytes.min(abi::HTTP_HEAD_MAX as u64),
+            ..options
+        };
+        let db_port = u64::from(options.db_port);
+        let mut ebpf = load_object(
+            "wire",
+            agent_ebpf::WIRE_OBJECT,
+            filter,
+            &[
+                (abi::GLOBAL_DB_PORT, &db_port),
+                (abi::GLOBAL_HEAD_BYTES, &options.head_bytes),
+                (abi::GLOBAL_TAIL_BYTES, &options.tail_bytes),
+                (abi::GLOBAL_HTTP_HEAD_BYTES, &options.http_head_bytes),
+            ],
+        )?;
+        for (name, _) in abi::PROGRAMS {
+            let prog: &mut TracePoint = program(&mut ebpf, name)?;
+            prog.load().map_err(|e| load_error(name, e))?;
+        }
+        Ok(WireCapture {
+            ebpf,
+            options,
+            ports: BTreeSet::new(),
+            stop: Arc::new(AtomicBool::new(false)),
+            decoded: Arc::new(AtomicU64::new(0)),
+            thread: None,
+        })
+    }
+
+    /// Fills `http_ports` from the listening sockets of `pids`, starts the drain thread and
+    /// attaches the programs (exits first: an exit without its enter is skipped).
+    pub(super) fn attach(&mut self, pids: &BTreeSet<u32>) -> Result<(), CollectError> {
+        self.refresh_ports(pids)?;
+        let map = self.ebpf.take_map(abi::MAP_WIRE_CHUNKS).ok_or_else(|| map_error(abi::MAP_WIRE_CHUNKS, "missing"))?;
+        let ring: RingBuf<MapData> = RingBuf::try_from(map).map_err(|e| map_error(abi::MAP_WIRE_CHUNKS, e))?;
+        let stop = self.stop.clone();
+        let decoded = self.decoded.clone();
+        let thread = std::thread::Builder::new()
+            .name("profiler-wire".to_owned())
+            .spawn(move || drain(ring, stop, decoded))
+            .map_err(|e| map_error(abi::MAP_WIRE_CHUNKS, format!("spawning the drain thread: {e}")))?;
+        self.thread = Some(thread);
+        for &(name, tracepoint) in abi::PROGRAMS.iter().rev() {
+            let prog: &mut TracePoint = program(&mut self.ebpf, name)?;
+            prog.attach(abi::TRACEPOINT_CATEGORY, tracepoint).map_err(|source| CollectError::Attach { program: name, source })?;
+        }
+        Ok(())
+    }
+
+    /// Makes the pid-set filter of this object equal to `pids` (`old` is what it holds now).
+    pub(super) fn update_pids(&mut self, pids: &BTreeSet<u32>, old: &BTreeSet<u32>) -> Result<(), CollectError> {
+        set_target_pids(&mut self.ebpf, pids, old)
+    }
+
+    /// Adds the listening ports of `pids` that are not in `http_ports` yet (ports are never
+    /// removed during a run: connections accepted earlier stay HTTP).
+    pub(super) fn refresh_ports(&mut self, pids: &BTreeSet<u32>) -> Result<(), CollectError> {
+        let mut new = BTreeSet::new();
+        for &pid in pids {
+            new.extend(listening_ports(pid));
+        }
+        let missing: Vec<u16> = new.difference(&self.ports).copied().collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let map = self.ebpf.map_mut(abi::MAP_HTTP_PORTS).ok_or_else(|| map_error(abi::MAP_HTTP_PORTS, "missing"))?;
+        let mut map: BpfHashMap<&mut MapData, u16, u8> = BpfHashMap::try_from(map).map_err(|e| map_error(abi::MAP_HTTP_PORTS, e))?;
+        for port in missing {
+            if self.ports.len() >= abi::MAX_HTTP_PORTS as usize {
+                break;
+            }
+            map.insert(port, 1, 0).map_err(|e| map_error(abi::MAP_HTTP_PORTS, e))?;
+            self.ports.insert(port);
+        }
+        Ok(())
+    }
+
+    /// The loaded object, for run statistics.
+    pub(super) fn ebpf(&self) -> &Ebpf {
+        &self.ebpf
+    }
+
+    /// Detaches the programs, lets the drain thread decode what is left in the ring buffer,
+    /// and returns the summary with the kernel's counters.
+    pub(super) fn finish(mut self) -> Result<(WireSummary, WireCaptureReport), CollectError> {
+        for (name, _) in abi::PROGRAMS {
+            let prog: &mut TracePoint = program(&mut self.ebpf, name)?;
+            prog.unload().map_err(|source| CollectError::Attach { program: name, source })?;
+        }
+        self.stop.store(true, Ordering::Release);
+        let drained = match self.thread.take() {
+            Some(t) => t.join().map_err(|_| map_error(abi::MAP_WIRE_CHUNKS, "the drain thread panicked"))?,
+            None => Drained { decoder: WireDecoder::new(DecoderOptions::default()), by_syscall: BTreeMap::new() },
+        };
+        let map = self.ebpf.map(abi::MAP_WIRE_STATS).ok_or_else(|| map_error(abi::MAP_WIRE_STATS, "missing"))?;
+        let stats: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map).map_err(|e| map_error(abi::MAP_WIRE_STATS, e))?;
+        let sum = |i: u32| -> Result<u64, CollectError> { Ok(stats.get(&i, 0).map_err(|e| map_error(abi::MAP_WIRE_STATS, e))?.iter().sum()) };
+        let report = WireCaptureReport {
+            db_port: self.options.db_port,
+            http_ports: self.ports.iter().copied().collect(),
+            head_bytes: self.options.head_bytes,
+            tail_bytes: self.options.tail_bytes,
+            http_head_bytes: self.options.http_head_bytes,
+            chunks: sum(abi::stat_index::CHUNKS)?,
+            chunks_decoded: self.decoded.load(Ordering::Relaxed),
+            ringbuf_dropped: sum(abi::stat_index::RINGBUF_FULL)?,
+            no_storage: sum(abi::stat_index::NO_STORAGE)?,
+            eagain: sum(abi::stat_index::EAGAIN)?,
+            errors: sum(abi::stat_index::ERRORS)?,
+            read_failures: sum(abi::stat_index::READ_FAILURES)?,
+            http_no_start_line: sum(abi::stat_index::HTTP_NO_START_LINE)?,
+            chunks_by_syscall: drained.by_syscall,
+        };
+        let (summary, _) = drained.decoder.finish();
+        Ok((summary, report))
+    }
+}
+
+/// The drain thread: decodes every chunk until `stop` is raised (after the programs were
+/// detached) and the buffer is empty.
+fn drain(mut ring: RingBuf<MapData>, stop: Arc<AtomicBool>, decoded: Arc<AtomicU64>) -> Drained {
+    let mut decoder = WireDecoder::new(DecoderOptions::default());
+    let mut by_syscall = BTreeMap::new();
+    loop {
+        // Read the flag before draining: chunks submitted before the detach are all in the
+        // buffer by the time the flag is seen, so the last drain gets them.
+        let stopping = stop.load(Ordering::Acquire);
+        while let Some(item) = ring.next() {
+            if let Some((chunk, syscall)) = parse_chunk(&item) {
+                decoder.push(&chunk);
+                decoded.fetch_add(1, Ordering::Relaxed);
+                *by_syscall.entry(syscall.to_owned()).or_insert(0u64) += 1;
+            }
+        }
+        if stopping {
+            break;
+        }
+        let mut pfd = libc::pollfd { fd: ring.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd; the fd lives as long as `ring`.
+        unsafe { libc::poll(&mut pfd, 1, POLL_TIMEOUT_MS) };
+    }
+    Drained { decoder, by_syscall }
+}
+
+/// One ring-buffer record as a decoder [`Chunk`] and the name of its syscall; `None` for a
+/// record too short or with an unknown class or direction. HTTP heads are cut after their
+/// first `\n` and HTTP tails dropped, whatever the kernel sent.
+pub fn parse_chunk(data: &[u8]) -> Option<(Chunk, &'static str)> {
+    if data.len() < abi::CHUNK_SIZE {
+        return None;
+    }
+    // SAFETY: at least CHUNK_SIZE bytes; WireChunk is plain integers and byte arrays (every
+    // bit pattern valid); read_unaligned has no alignment requirement.
+    let c: abi::WireChunk = unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) };
+    let protocol = match c.class {
+        abi::class::POSTGRES => Protocol::Postgres,
+        abi::class::HTTP => Protocol::Http,
+        _ => return None,
+    };
+    let direction = match c.direction {
+        abi::direction::TX => Direction::Tx,
+        abi::direction::RX => Direction::Rx,
+        _ => return None,
+    };
+    let total = c.total_len;
+    let head_len = usize::from(c.head_len).min(abi::HEAD_MAX).min(usize::try_from(total).unwrap_or(usize::MAX));
+    let tail_len = usize::from(c.tail_len).min(abi::TAIL_MAX).min(usize::try_from(total).unwrap_or(usize::MAX));
+    let mut head = c.head[..head_len].to_vec();
+    let mut tail = c.tail[..tail_len].to_vec();
+    if protocol == Protocol::Http {
+        head = http_start_line(&head).to_vec();
+        tail.clear();
+    }
+    let syscall = abi::syscall::NAMES.get(usize::from(c.syscall)).copied().unwrap_or("?");
+    Some((
+        Chunk { ts_ns: c.ts_ns, pid: c.pid, tid: c.tid, socket: c.socket, protocol, direction, total_len: total, head, tail },
+        syscall,
+    ))
+}
+
+/// The bytes of an HTTP head up to and including its first `\n` (all of it when it has none:
+/// a start line cut by the capture bound).
+pub fn http_start_line(head: &[u8]) -> &[u8] {
+    match head.iter().position(|&b| b == b'\n') {
+        Some(i) => &head[..=i],
+        None => head,
+    }
+}
+
+/// Local ports of the LISTEN TCP sockets (IPv4 and IPv6) that process `pid` holds: sockets
+/// of `/proc/PID/net/tcp` and `tcp6` in state `0A` (TCP_LISTEN, include/net/tcp_states.h)
+/// whose inode is one of the process's fds (`/proc/PID/fd/N` -> `socket:[INODE]`). Empty
+/// when the process is gone or unreadable.
+pub fn listening_ports(pid: u32) -> BTreeSet<u16> {
+    let mut inodes = BTreeSet::new();
+    if let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
+        for entry in dir.flatten() {
+            if let Ok(link) = std::fs::read_link(entry.path()) {
+                let link = link.to_string_lossy();
+                if let Some(inode) = link.strip_prefix("socket:[").and_then(|s| s.strip_suffix(']')) {
+                    if let Ok(inode) = inode.parse::<u64>() {
+                        inodes.insert(inode);
+                    }
+                }
+            }
+        }
+    }
+    let mut ports = BTreeSet::new();
+    for table in ["tcp", "tcp6"] {
+        if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) {
+            ports.extend(parse_listening(&text, &inodes));
+        }
+    }
+    ports
+}
+
+/// The LISTEN ports of a `/proc/net/tcp`-format table whose socket inode is in `inodes`.
+/// Lines that do not parse are skipped. Format (Documentation/networking/proc_net_tcp.rst):
+/// `sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode`,
+/// addresses as `HEXADDR:HEXPORT`.
+pub fn parse_listening(text: &str, inodes: &BTreeSet<u64>) -> BTreeSet<u16> {
+    let mut ports = BTreeSet::new();
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split_ascii_whitespace().collect();
+        if f.len() < 10 || f[3] != "0A" {
+            continue;
+        }
+        let Some(port) = f[1].rsplit_once(':').and_then(|(_, p)| u16::from_str_radix(p, 16).ok()) else { continue };
+        let Ok(inode) = f[9].parse::<u64>() else { continue };
+        if inodes.contains(&inode) {
+            ports.insert(port);
+        }
+    }
+    ports
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listening_ports_come_from_listen_lines_of_own_inodes() {
+        let text = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 111 1 0 100 0 0 10 0\n\
+   1: 0100007F:1538 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 222 1 0 100 0 0 10 0\n\
+   2: 0100007F:1F90 0100007F:D2A4 01 00000000:00000000 00:00000000 00000000     0        0 111 1 0 100 0 0 10 0\n\
+   garbage line\n";
+        let inodes: BTreeSet<u64> = [111u64].into_iter().collect();
+        assert_eq!(parse_listening(text, &inodes), [0x1F90u16].into_iter().collect());
+        assert!(parse_listening(text, &BTreeSet::new()).is_empty());
+    }
+
+    #[test]
+    fn http_heads_are_cut_after_the_first_line() {
+        assert_eq!(http_start_line(b"GET /db HTTP/1.1\r\nAuthorization: Bearer x\r\n"), b"GET /db HTTP/1.1\r\n");
+        assert_eq!(http_start_line(b"GET /very-long"), b"GET /very-long");
+        assert_eq!(http_start_line(b""), b"");
+    }
+
+    fn record(class: u8, direction: u8, total: u64, head: &[u8], tail: &[u8]) -> Vec<u8> {
+        let mut c = abi::WireChunk {
+            ts_ns: 7,
+            pid: 1,
+            tid: 2,
+            socket: 3,
+            total_len: total,
+            head_len: head.len() as u16,
+            tail_len: tail.len() as u16,
+            direction,
+            class,
+            syscall: abi::syscall::RECVFROM,
+            _pad: 0,
+            head: [0; abi::HEAD_MAX],
+            tail: [0; abi::TAIL_MAX],
+        };
+        c.head[..head.len()].copy_from_slice(head);
+        c.tail[..tail.len()].copy_from_slice(tail);
+        // SAFETY: WireChunk is plain data without padding (asserted in abi).
+        unsafe { std::slice::from_raw_parts((&c as *const abi::WireChunk).cast::<u8>(), abi::CHUNK_SIZE) }.to_vec()
+    }
+
+    #[test]
+    fn records_become_chunks_and_http_never_carries_more_than_the_start_line() {
+        let r = record(abi::class::HTTP, abi::direction::RX, 300, b"GET /db HTTP/1.1\r\nAuthorization: Bearer secret", b"body");
+        let (c, syscall) = parse_chunk(&r).unwrap();
+        assert_eq!(syscall, "recvfrom");
+        assert_eq!(c.protocol, Protocol::Http);
+        assert_eq!(c.direction, Direction::Rx);
+        assert_eq!(c.head, b"GET /db HTTP/1.1\r\n");
+        assert!(c.tail.is_empty());
+        assert_eq!(c.total_len, 300);
+
+        let r = record(abi::class::POSTGRES, abi::direction::TX, 400, b"S\0\0\0\x04", b"Z\0\0\0\x05I");
+        let (c, _) = parse_chunk(&r).unwrap();
+        assert_eq!((c.protocol, c.direction), (Protocol::Postgres, Direction::Tx));
+        assert_eq!(c.head, b"S\0\0\0\x04");
+        assert_eq!(c.tail, b"Z\0\0\0\x05I");
+    }
+
+    #[test]
+    fn bad_records_are_refused_without_panicking() {
+        assert!(parse_chunk(&[]).is_none());
+        assert!(parse_chunk(&[0u8; abi::CHUNK_SIZE - 1]).is_none());
+        assert!(parse_chunk(&record(9, abi::direction::TX, 1, b"x", b"")).is_none());
+        assert!(parse_chunk(&record(abi::class::HTTP, 7, 1, b"x", b"")).is_none());
+        // Lengths beyond the arrays or the total are clamped.
+        let mut r = record(abi::class::POSTGRES, abi::direction::RX, 2, b"ab", b"");
+        r[32] = 0xff;
+        r[33] = 0xff;
+        r[34] = 0xff;
+        let (c, _) = parse_chunk(&r).unwrap();
+        assert_eq!(c.head.len(), 2);
+        assert_eq!(c.tail.len(), 2);
+    }
+}
