@@ -49,7 +49,7 @@ fn main() {
     }
     let pid: u32 = pid.expect("--pid PID");
     let target = Target::Pid(pid).resolve().expect("resolve pid");
-    let options = Options { frequency_hz: frequency, offcpu: false, syscalls: false, unwind, stack_copy_bytes, ..Default::default() };
+    let options = Options { frequency_hz: frequency, offcpu: false, syscalls: false, wire: false, unwind, stack_copy_bytes, ..Default::default() };
     let cpu_before = own_cpu_ms();
     // Kernel-side cost: BPF run statistics (run count and time of each program).
     let _stats = collect::enable_run_stats().expect("BPF_ENABLE_STATS");

@@ -47,7 +47,7 @@ fn build(name: &str, frame_pointers: bool) -> (tempfile::TempDir, PathBuf) {
 
 fn profile(pid: u32, unwind: Unwind) -> RawProfile {
     let mut target = Target::Pid(pid).resolve().expect("resolve pid");
-    let options = Options { frequency_hz: FREQUENCY_HZ, offcpu: false, syscalls: false, unwind, ..Default::default() };
+    let options = Options { frequency_hz: FREQUENCY_HZ, offcpu: false, syscalls: false, wire: false, unwind, ..Default::default() };
     let stop = AtomicBool::new(false);
     let (raw, reason) = collect::run(&mut target, &options, Duration::from_secs(SECONDS), &stop, |_| {}).expect("collect");
     assert_eq!(reason, StopReason::Deadline);
