@@ -119,6 +119,31 @@ fn target_app_under_the_capture_bound() {
     }
 }
 
+/// The collector keeps only the start line of each HTTP buffer (head cut after its first
+/// `\n`, no tail): requests and statuses are the same as with full captures; every one of
+/// the 7 requests and 7 responses loses framing after its start line.
+#[test]
+fn start_line_only_heads() {
+    let full = fixture("http_target_app");
+    let (_, ev_full) = decode(&full);
+    let cut: Vec<Chunk> = full
+        .iter()
+        .map(|c| {
+            let mut c = c.clone();
+            let end = c.head.iter().position(|&b| b == b'\n').map_or(c.head.len(), |i| i + 1);
+            c.head.truncate(end);
+            c.tail.clear();
+            c
+        })
+        .collect();
+    let (s, ev) = decode(&cut);
+    assert_eq!(requests(&ev), requests(&ev_full));
+    assert_eq!(pairs(&ev), pairs(&ev_full));
+    assert_eq!(s.http.decode.requests.sync_losses, 7);
+    assert_eq!(s.http.decode.responses.sync_losses, 7);
+    assert_eq!((s.http.decode.unpaired_responses, s.http.decode.requests_without_status), (0, 0));
+}
+
 /// No header value (a bearer token) nor body content can reach any output: every event and
 /// the summary, serialized, are searched for the token, its parts, and the body.
 #[test]

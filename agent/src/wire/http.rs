@@ -23,6 +23,13 @@
 //! without a status (requests may have been missed in between, and a non-pipelining client
 //! only sends a request after the previous response), so that later responses are not
 //! paired with the wrong requests.
+//!
+//! When the producer keeps only the start line of each HTTP buffer (the collector's policy:
+//! headers never leave the kernel), every request and response loses framing right after
+//! its start line and regains it at the next chunk, by design: `sync_losses` then counts
+//! about one per message and `undecodable_bytes` all header and body bytes. Requests and
+//! statuses are still exact for clients that send one request per write; requests
+//! pipelined behind another in the same buffer are not seen.
 
 use std::collections::VecDeque;
 
