@@ -3,6 +3,7 @@
 //! The data flows one way (see DESIGN.md): `collect` (aya, kernel maps) -> `profile`
 //! (the canonical in-memory [`profile::Profile`]) -> `symbolize` -> `attribute` -> `render`.
 
+pub mod attribute;
 pub mod commands;
 pub mod collect;
 pub mod profile;

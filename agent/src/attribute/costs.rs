@@ -1,0 +1,648 @@
+//! Named costs: generic fingerprints over frames, syscalls and wire figures.
+//!
+//! Every fingerprint looks only at library frames (tokio, sqlx, serde_json, metrics, uuid,
+//! std sync, axum), kernel syscall counts and PostgreSQL statement shapes, never at an app's
+//! own symbol names, so it fires on any app with the same problem. Where the app's own code
+//! matters (a lock taken by the app, not by a library), "app code" means a frame that no rule
+//! of the built-in catalog claims.
+//!
+//! The ids of the eight seeded costs are the switch names of bench/SPEC.md (`pool-ping`, ...),
+//! so that a finding can be checked against the switch; the titles say what was seen.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+use super::layers::Attribution;
+use super::rules::RuleSet;
+use crate::profile::{FrameKind, Profile};
+use crate::wire::pg::StatementShape;
+use crate::wire::WireSummary;
+
+/// Fewest on-CPU samples a frame-only fingerprint needs to fire.
+pub const MIN_SAMPLES: u64 = 2;
+
+/// How sure a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Confidence {
+    /// Indirect evidence (e.g. frames without the wire, or an absence of evidence).
+    Low,
+    /// One direct kind of evidence.
+    Medium,
+    /// Two independent kinds of evidence agree, or a direct count (wire) shows it.
+    High,
+}
+
+/// A named cost (one of the fingerprints) or a generic finding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    /// A named cost with a fingerprint.
+    NamedCost,
+    /// A generic observation (hot functions, allocation, syscalls, truncation).
+    Generic,
+}
+
+/// A frame path and its on-CPU samples within a finding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrameSamples {
+    /// The frame path (see [`super::rules::frame_path`]), cut to 200 characters.
+    pub frame: String,
+    /// Samples with this frame on the stack (within the finding's samples).
+    pub samples: u64,
+}
+
+/// One finding with its evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// Stable id: a SPEC switch name for the eight seeded costs, else `hot-functions`,
+    /// `allocation`, `syscalls`, `truncated-stacks`.
+    pub id: String,
+    /// What was seen, in a sentence.
+    pub title: String,
+    /// Named cost or generic.
+    pub kind: FindingKind,
+    /// How sure.
+    pub confidence: Confidence,
+    /// On-CPU samples attributed to the cost (each sample once).
+    pub samples: u64,
+    /// `samples / all samples`, 0..1.
+    pub cpu_share: f64,
+    /// Binomial standard error of `cpu_share`.
+    pub cpu_share_se: f64,
+    /// Sampled CPU per request, µs (`samples × period / requests`).
+    pub cpu_us_per_request: Option<f64>,
+    /// Database round trips per request the cost adds (wire), when known.
+    pub round_trips_per_request: Option<f64>,
+    /// Database round-trip time per request the cost adds (wire), µs.
+    pub db_latency_us_per_request: Option<f64>,
+    /// The frames that matched, with samples, most first (at most 8).
+    pub frames: Vec<FrameSamples>,
+    /// Evidence lines a person reads (counts with their units).
+    pub evidence: Vec<String>,
+}
+
+/// A fingerprint that could not be evaluated, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotEvaluated {
+    /// The cost id.
+    pub id: String,
+    /// Why (e.g. "needs wire evidence: no PostgreSQL capture in this profile").
+    pub reason: String,
+}
+
+fn re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
+    cell.get_or_init(|| Regex::new(pattern).expect("static regex"))
+}
+
+macro_rules! regex {
+    ($p:expr) => {{
+        static CELL: OnceLock<Regex> = OnceLock::new();
+        re(&CELL, $p)
+    }};
+}
+
+/// Everything a fingerprint reads.
+pub struct Ctx<'a> {
+    /// The profile.
+    pub profile: &'a Profile,
+    /// The rules the attribution used.
+    pub rules: &'a RuleSet,
+    /// Per-frame and per-stack attribution.
+    pub attr: &'a Attribution,
+    /// Wire figures, when captured.
+    pub wire: Option<&'a WireSummary>,
+}
+
+impl Ctx<'_> {
+    fn per_request(&self, count: f64) -> Option<f64> {
+        Some(count / self.attr.requests? as f64)
+    }
+
+    fn path(&self, frame: u32) -> &str {
+        &self.attr.frame_paths[frame as usize]
+    }
+
+    /// True when the frame is app code: a user frame no built-in catalog rule claims.
+    fn is_app_frame(&self, frame: u32) -> bool {
+        let f = &self.profile.frames[frame as usize];
+        if f.kind != FrameKind::User {
+            return false;
+        }
+        match self.attr.frame_layers[frame as usize] {
+            Some(l) => !self.rules.layers()[l].is_builtin(),
+            None => {
+                let p = self.path(frame);
+                !regex!(r"^(std|core|alloc|lock_api|parking_lot|parking_lot_core|\[unknown\])(::|$)").is_match(p)
+                    && !p.starts_with("[unknown]")
+            }
+        }
+    }
+
+    /// Samples of stacks for which `select` returns the frames (indices into the stack) that
+    /// make the stack count; returns (samples, frame counts).
+    fn collect<F>(&self, mut select: F) -> (u64, Vec<FrameSamples>)
+    where
+        F: FnMut(usize, &[u32]) -> Vec<usize>,
+    {
+        let mut samples = 0;
+        let mut frames: HashMap<&str, u64> = HashMap::new();
+        for (si, stack) in self.profile.stacks.iter().enumerate() {
+            let n = self.attr.stack_samples[si];
+            if n == 0 {
+                continue;
+            }
+            let hits = select(si, &stack.frames);
+            if hits.is_empty() {
+                continue;
+            }
+            samples += n;
+            let mut seen: Vec<&str> = Vec::new();
+            for i in hits {
+                let p = self.path(stack.frames[i]);
+                if !seen.contains(&p) {
+                    seen.push(p);
+                    *frames.entry(p).or_default() += n;
+                }
+            }
+        }
+        let mut v: Vec<FrameSamples> = frames
+            .into_iter()
+            .map(|(f, s)| FrameSamples { frame: f.chars().take(200).collect(), samples: s })
+            .collect();
+        v.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.frame.cmp(&b.frame)));
+        v.truncate(8);
+        (samples, v)
+    }
+
+    /// Indices of frames of a stack whose path matches `r`.
+    fn matching(&self, frames: &[u32], r: &Regex) -> Vec<usize> {
+        frames.iter().enumerate().filter(|(_, &f)| r.is_match(self.path(f))).map(|(i, _)| i).collect()
+    }
+
+    fn finding(&self, id: &str, title: String, confidence: Confidence, samples: u64, frames: Vec<FrameSamples>) -> Finding {
+        let share = self.attr.share(samples);
+        Finding {
+            id: id.to_string(),
+            title,
+            kind: FindingKind::NamedCost,
+            confidence,
+            samples,
+            cpu_share: share,
+            cpu_share_se: self.attr.share_se(share),
+            cpu_us_per_request: self.attr.us_per_request(samples as f64),
+            round_trips_per_request: None,
+            db_latency_us_per_request: None,
+            frames,
+            evidence: Vec::new(),
+        }
+    }
+
+    fn samples_line(&self, what: &str, samples: u64) -> String {
+        let us = self.attr.us_per_request(samples as f64).map_or(String::new(), |u| format!(", {u:.2} µs of CPU per request"));
+        format!(
+            "{samples} of {} on-CPU samples ({:.2}% ± {:.2}) {what}{us}",
+            self.attr.samples,
+            100.0 * self.attr.share(samples),
+            100.0 * self.attr.share_se(self.attr.share(samples))
+        )
+    }
+
+    fn syscall_count(&self, name: &str) -> Option<u64> {
+        self.profile.syscalls.iter().find(|s| s.name == name).map(|s| s.count)
+    }
+}
+
+fn sql_text(shape: &StatementShape) -> Option<&str> {
+    match shape {
+        StatementShape::Sql { text, .. } => Some(text),
+        _ => None,
+    }
+}
+
+/// Runs every fingerprint. Returns the findings that fired and the fingerprints that could not
+/// be evaluated for lack of evidence.
+pub fn detect(ctx: &Ctx<'_>) -> (Vec<Finding>, Vec<NotEvaluated>) {
+    let mut found = Vec::new();
+    let mut skipped = Vec::new();
+    let no_wire = |id: &str| NotEvaluated {
+        id: id.to_string(),
+        reason: "needs wire evidence (PostgreSQL statement shapes): this profile has no wire capture".into(),
+    };
+    found.extend(pool_ping(ctx));
+    match ctx.wire {
+        Some(_) => found.extend(session_setting_round_trip(ctx)),
+        None => skipped.push(no_wire("actor-set-config")),
+    }
+    found.extend(spawn_per_request(ctx));
+    found.extend(global_locks(ctx));
+    found.extend(metrics_without_recorder(ctx));
+    match ctx.wire {
+        Some(_) => found.extend(wide_user_row(ctx)),
+        None => skipped.push(no_wire("wide-user-lookup")),
+    }
+    found.extend(double_json_parse(ctx));
+    found.extend(serialized_for_nobody(ctx));
+    found.extend(ping_on_release(ctx));
+    (found, skipped)
+}
+
+/// The driver's ping frames (sqlx `Connection::ping`, `check_idle_conn`, `test_before_acquire`).
+fn ping_regex() -> &'static Regex {
+    regex!(r"^sqlx_[a-z]+::.*(::ping\b|check_idle_conn|test_before_acquire)")
+}
+
+/// `pool-ping`: a ping (a round trip with no statement) before each pool checkout. Frames:
+/// sqlx's `Connection::ping` / `check_idle_conn` / `test_before_acquire` under the pool's
+/// `acquire` (pings the pool makes when it takes a connection back, `return_to_pool`, are a
+/// different thing: see [`ping_on_release`]). Wire: pings per request.
+pub fn pool_ping(ctx: &Ctx<'_>) -> Option<Finding> {
+    let ping = ping_regex();
+    let acquire = regex!(r"^sqlx_core::.*\bacquire\b");
+    let release = regex!(r"return_to_pool|release|PoolConnection.*::drop");
+    let (samples, frames) = ctx.collect(|_, fr| {
+        let p = ctx.matching(fr, ping);
+        let Some(&first) = p.first() else { return p };
+        let above = &fr[..first];
+        let under_acquire = above.iter().any(|&f| acquire.is_match(ctx.path(f)));
+        let under_release = above.iter().any(|&f| release.is_match(ctx.path(f)));
+        if under_acquire && !under_release {
+            p
+        } else {
+            Vec::new()
+        }
+    });
+    let wire = ctx.wire.filter(|w| w.pg.round_trips > 0);
+    let pings_per_req = wire.and_then(|w| ctx.per_request(w.pg.pings as f64));
+    let frame_fires = samples >= MIN_SAMPLES;
+    // On the wire a ping before checkout and one on release look alike: the wire alone fires
+    // only when there are more pings than one per request (the release ping sqlx 0.8 always
+    // sends accounts for one per checkout).
+    let wire_fires = pings_per_req.is_some_and(|p| p >= 1.5);
+    if !wire_fires && !frame_fires {
+        return None;
+    }
+    let confidence = if frame_fires && pings_per_req.is_some_and(|p| p >= 0.5) || wire_fires {
+        Confidence::High
+    } else {
+        Confidence::Medium
+    };
+    let mut f = ctx.finding("pool-ping", "the connection pool pings the database before each checkout".into(), confidence, samples, frames);
+    f.evidence.push(ctx.samples_line("in the driver's ping under the pool's acquire", samples));
+    if let Some(w) = wire {
+        let lat_us = w.pg.ping_latency_total_ns as f64 / 1e3;
+        f.evidence.push(format!(
+            "wire: {} pings (round trips with no statement) of {} round trips{}",
+            w.pg.pings,
+            w.pg.round_trips,
+            pings_per_req.map_or(String::new(), |p| format!(", {p:.2} per request"))
+        ));
+        f.round_trips_per_request = pings_per_req;
+        f.db_latency_us_per_request = ctx.per_request(lat_us);
+    } else {
+        f.evidence.push("no wire capture: the ping count per request is not measured".into());
+    }
+    Some(f)
+}
+
+/// Generic: the pool pings every connection it takes back (`return_to_pool`): sqlx 0.8 does
+/// this whatever `test_before_acquire` says. Not a seeded cost; reported with its CPU.
+pub fn ping_on_release(ctx: &Ctx<'_>) -> Option<Finding> {
+    let ping = ping_regex();
+    let release = regex!(r"return_to_pool");
+    let (samples, frames) = ctx.collect(|_, fr| {
+        let p = ctx.matching(fr, ping);
+        match p.first() {
+            Some(&first) if fr[..first].iter().any(|&f| release.is_match(ctx.path(f))) => p,
+            _ => Vec::new(),
+        }
+    });
+    if samples < MIN_SAMPLES {
+        return None;
+    }
+    let mut f = ctx.finding("ping-on-release", "the pool pings each connection it takes back (after the response)".into(), Confidence::High, samples, frames);
+    f.kind = FindingKind::Generic;
+    f.evidence.push(ctx.samples_line("in the driver's ping under the pool's return_to_pool", samples));
+    f.evidence.push("sqlx 0.8 does this on every release, whatever test_before_acquire says; it runs in a task of its own after the response".into());
+    Some(f)
+}
+
+/// `actor-set-config`: a session-setting statement (`SELECT set_config(...)`, `SET ...`) run
+/// as its own round trip about once per transaction (wire only).
+pub fn session_setting_round_trip(ctx: &Ctx<'_>) -> Option<Finding> {
+    let w = ctx.wire?;
+    let r = regex!(r"(?i)^\s*(select\s+(pg_catalog\.)?set_config\s*\(|set\s+(local\s+|session\s+)?[a-z_][a-z0-9_.]*\s*(=|to)\b)");
+    let stats: Vec<_> = w.pg.statements.iter().filter(|s| sql_text(&s.shape).is_some_and(|t| r.is_match(t))).collect();
+    let executions: u64 = stats.iter().map(|s| s.executions).sum();
+    let round_trips: u64 = stats.iter().map(|s| s.round_trips).sum();
+    let latency_ns: u64 = stats.iter().map(|s| s.latency_total_ns).sum();
+    let tx = w.pg.transactions.ended + w.pg.transactions.open;
+    let per_tx = if tx > 0 { executions as f64 / tx as f64 } else { 0.0 };
+    let per_req = ctx.per_request(executions as f64);
+    if executions == 0 || !(per_tx >= 0.5 || per_req.is_some_and(|p| p >= 0.5)) {
+        return None;
+    }
+    let mut f = ctx.finding(
+        "actor-set-config",
+        "a session setting is sent as a round trip of its own in every transaction".into(),
+        if tx > 0 { Confidence::High } else { Confidence::Medium },
+        0,
+        Vec::new(),
+    );
+    for s in &stats {
+        f.evidence.push(format!("wire: `{}` executed {} times in {} round trips", s.shape, s.executions, s.round_trips));
+    }
+    f.evidence.push(format!("{per_tx:.2} per transaction ({tx} transactions){}", per_req.map_or(String::new(), |p| format!(", {p:.2} per request"))));
+    f.round_trips_per_request = ctx.per_request(round_trips as f64);
+    f.db_latency_us_per_request = ctx.per_request(latency_ns as f64 / 1e3);
+    f.cpu_us_per_request = None;
+    Some(f)
+}
+
+/// `spawn-per-request`: the rest of the request pipeline runs in a task spawned per request:
+/// tokio spawn frames whose future returns an HTTP response (or is a `Service::call` async
+/// block), and samples polled inside such tasks by tokio's task harness.
+pub fn spawn_per_request(ctx: &Ctx<'_>) -> Option<Finding> {
+    let per_request_future = r"(Output\s*=\s*(core::result::Result<)?http::response::Response|Poll<(core::result::Result<)?http::response::Response|::call::\{async_(block|fn)_env)";
+    let spawn = Regex::new(&format!(r"^tokio::(task::spawn::|runtime::.*::)(spawn|spawn_inner|spawn_named|bind_new_task)\b.*{per_request_future}")).ok()?;
+    let task = Regex::new(&format!(r"^tokio::runtime::task::(harness::poll_future|core::.*poll)\b.*{per_request_future}")).ok()?;
+    let (spawn_samples, spawn_frames) = ctx.collect(|_, fr| ctx.matching(fr, &spawn));
+    let (task_samples, _) = ctx.collect(|_, fr| ctx.matching(fr, &task));
+    // The cost itself: the spawn calls, plus the runtime's own work inside those tasks (stacks
+    // whose innermost layer is a tokio layer: harness, wakers, scheduling).
+    let (cost_samples, mut frames) = ctx.collect(|si, fr| {
+        let s = ctx.matching(fr, &spawn);
+        if !s.is_empty() {
+            return s;
+        }
+        let runtime_self = ctx.attr.stack_self[si].is_some_and(|l| ctx.rules.layers()[l].name.starts_with("tokio"));
+        if runtime_self {
+            ctx.matching(fr, &task)
+        } else {
+            Vec::new()
+        }
+    });
+    if spawn_samples + task_samples < MIN_SAMPLES {
+        return None;
+    }
+    let confidence = if spawn_samples > 0 && task_samples >= MIN_SAMPLES { Confidence::High } else { Confidence::Medium };
+    for f in spawn_frames.iter().rev() {
+        if !frames.iter().any(|x| x.frame == f.frame) {
+            frames.insert(0, f.clone());
+        }
+    }
+    frames.truncate(8);
+    let mut f = ctx.finding("spawn-per-request", "a task is spawned for every request to run the rest of the pipeline".into(), confidence, cost_samples, frames);
+    f.evidence.push(ctx.samples_line("in tokio spawn calls whose future returns an HTTP response", spawn_samples));
+    f.evidence.push(ctx.samples_line("run inside tasks whose future returns an HTTP response (the pipeline moved into a task per request)", task_samples));
+    f.evidence.push(ctx.samples_line("counted as the cost: the spawn calls plus the runtime's own work (self time in tokio) in those tasks", cost_samples));
+    f.evidence.push("spawns per request are not counted (no uprobe on the spawn path by default): the frames show the pattern, not the count".into());
+    Some(f)
+}
+
+/// Lock frames: std `Mutex`/`RwLock` (futex implementation and poison wrappers), `lock_api`
+/// and `parking_lot` lock/read/write.
+fn lock_regex() -> &'static Regex {
+    regex!(r"^(std::sys::sync::(mutex|rwlock)::.*\b(lock|read|write|lock_contended|read_contended|write_contended)\b|std::sync::(poison::)?(mutex|rwlock)::.*\b(lock|read|write|try_lock)\b|lock_api::(mutex|rwlock)::.*\b(lock|read|write)\b|parking_lot::raw_(mutex|rwlock)::.*\b(lock|lock_slow|lock_shared|lock_exclusive)\b)")
+}
+
+/// `global-locks`: process-wide locks taken by the app's own code on the hot path (std or
+/// parking_lot `Mutex`/`RwLock` lock frames whose nearest non-std caller is app code), and
+/// their futex waits off-CPU.
+pub fn global_locks(ctx: &Ctx<'_>) -> Option<Finding> {
+    let lock = lock_regex();
+    let lib = regex!(r"^(std|core|alloc|lock_api|parking_lot|parking_lot_core)::");
+    let app_lock = |fr: &[u32]| -> Vec<usize> {
+        let mut hits = Vec::new();
+        for (i, &f) in fr.iter().enumerate() {
+            if !lock.is_match(ctx.path(f)) {
+                continue;
+            }
+            // Walk towards the root past std/lock frames: the first other frame is the caller.
+            let caller = fr[..i].iter().rev().find(|&&c| !lib.is_match(ctx.path(c)) && !lock.is_match(ctx.path(c)));
+            if caller.is_some_and(|&c| ctx.is_app_frame(c)) {
+                hits.push(i);
+                if let Some(ci) = fr[..i].iter().rposition(|&c| Some(&c) == caller) {
+                    hits.push(ci);
+                }
+            }
+        }
+        hits
+    };
+    let (samples, frames) = ctx.collect(|_, fr| app_lock(fr));
+    // Off-CPU: waits whose stack has an app-taken lock.
+    let mut waits = 0u64;
+    let mut wait_ns = 0u64;
+    for c in &ctx.profile.off_cpu {
+        if let Some(stack) = ctx.profile.stacks.get(c.stack as usize) {
+            if !app_lock(&stack.frames).is_empty() {
+                waits += c.count;
+                wait_ns += c.total_ns;
+            }
+        }
+    }
+    if samples < MIN_SAMPLES && waits == 0 {
+        return None;
+    }
+    let confidence = if samples >= MIN_SAMPLES && waits > 0 {
+        Confidence::High
+    } else if samples >= 5 || waits > 0 {
+        Confidence::Medium
+    } else {
+        Confidence::Low
+    };
+    let mut f = ctx.finding("global-locks", "the app takes process-wide locks (Mutex/RwLock) on the request path".into(), confidence, samples, frames);
+    f.evidence.push(ctx.samples_line("in Mutex/RwLock lock calls made by the app's own code", samples));
+    f.evidence.push(format!(
+        "off-CPU: {waits} waits ({:.1} µs in total{}) blocked in those locks",
+        wait_ns as f64 / 1e3,
+        ctx.per_request(wait_ns as f64 / 1e3).map_or(String::new(), |u| format!(", {u:.3} µs per request"))
+    ));
+    if let Some(n) = ctx.syscall_count("futex") {
+        f.evidence.push(format!("futex syscalls: {n}{}", ctx.per_request(n as f64).map_or(String::new(), |p| format!(" ({p:.4} per request)"))));
+    }
+    f.evidence.push("an uncontended lock costs tens of ns: at a low sampling frequency few samples land in it, so absence of this finding is weak evidence".into());
+    Some(f)
+}
+
+/// `metrics-labels`: metric keys and labels built per request (the `metrics` crate's key/label
+/// code) with no recorder installed (no recorder frames), and random request ids (uuid v4 with a
+/// `getrandom` syscall per request).
+pub fn metrics_without_recorder(ctx: &Ctx<'_>) -> Option<Finding> {
+    let metrics = regex!(r"^metrics::|[<,]\s*metrics::(label::Label|key::Key)\b");
+    let recorder = regex!(r"^(metrics_exporter_[a-z_]+|metrics_util)::|::register_(counter|gauge|histogram)\b");
+    let noop = regex!(r"NoopRecorder");
+    let uuid = regex!(r"^uuid::(v4::|rng::|.*new_v4)");
+    let (metric_samples, mut frames) = ctx.collect(|_, fr| ctx.matching(fr, metrics));
+    let (recorder_samples, _) = ctx.collect(|_, fr| {
+        fr.iter().enumerate().filter(|(_, &f)| recorder.is_match(ctx.path(f)) && !noop.is_match(ctx.path(f))).map(|(i, _)| i).collect()
+    });
+    let (uuid_samples, uuid_frames) = ctx.collect(|_, fr| ctx.matching(fr, uuid));
+    let (union, _) = ctx.collect(|_, fr| {
+        let mut v = ctx.matching(fr, metrics);
+        v.extend(ctx.matching(fr, uuid));
+        v
+    });
+    let getrandom = ctx.syscall_count("getrandom").unwrap_or(0);
+    let getrandom_per_req = ctx.per_request(getrandom as f64);
+    let metrics_fires = metric_samples >= MIN_SAMPLES && recorder_samples == 0;
+    let uuid_fires = uuid_samples >= MIN_SAMPLES && getrandom_per_req.is_none_or(|p| p >= 0.5);
+    if !metrics_fires && !uuid_fires {
+        return None;
+    }
+    let confidence = if metrics_fires && uuid_fires { Confidence::High } else { Confidence::Medium };
+    for u in uuid_frames {
+        if !frames.iter().any(|x| x.frame == u.frame) {
+            frames.push(u);
+        }
+    }
+    frames.sort_by(|a, b| b.samples.cmp(&a.samples));
+    frames.truncate(8);
+    let mut f = ctx.finding(
+        "metrics-labels",
+        "metric labels and random request ids are built per request with no metrics recorder".into(),
+        confidence,
+        union,
+        frames,
+    );
+    f.evidence.push(ctx.samples_line("building metric keys/labels (metrics crate)", metric_samples));
+    f.evidence.push(format!("{recorder_samples} samples in a metrics recorder or exporter (none: nothing consumes the labels)"));
+    f.evidence.push(ctx.samples_line("generating random UUIDs (uuid v4)", uuid_samples));
+    f.evidence.push(format!(
+        "getrandom syscalls: {getrandom}{}",
+        getrandom_per_req.map_or(String::new(), |p| format!(" ({p:.2} per request)"))
+    ));
+    Some(f)
+}
+
+/// `wide-user-lookup`: a single-row SELECT run about once per request that reads credential
+/// columns (password/hash/secret/totp/token/recovery), `*`, or 6 or more columns (wire only).
+pub fn wide_user_row(ctx: &Ctx<'_>) -> Option<Finding> {
+    let w = ctx.wire?;
+    let select = regex!(r"(?is)^\s*select\s+(.*?)\s+from\s+([a-z_.\x22]+)\s+where\s+.*=\s*(\?|\$\d+)");
+    let secret = regex!(r"(?i)(password|passwd|hash|secret|totp|token|recovery|otp)");
+    let mut hits = Vec::new();
+    for s in &w.pg.statements {
+        let Some(text) = sql_text(&s.shape) else { continue };
+        let Some(c) = select.captures(text) else { continue };
+        let list = c.get(1).map_or("", |m| m.as_str());
+        let columns = split_top_level(list);
+        let secrets: Vec<&str> = columns.iter().copied().filter(|c| secret.is_match(c)).collect();
+        let wide = list.trim() == "*" || columns.len() >= 6 || !secrets.is_empty();
+        let per_req = ctx.per_request(s.executions as f64);
+        if wide && per_req.is_none_or(|p| p >= 0.5) {
+            hits.push((s, columns.len(), secrets.join(", "), per_req));
+        }
+    }
+    if hits.is_empty() {
+        return None;
+    }
+    let mut f = ctx.finding(
+        "wide-user-lookup",
+        "a wide row (credential columns included) is fetched on every request".into(),
+        Confidence::Medium,
+        0,
+        Vec::new(),
+    );
+    for (s, n, secrets, per_req) in &hits {
+        f.evidence.push(format!(
+            "wire: `{}`: {n} columns{}, {} executions{}",
+            s.shape,
+            if secrets.is_empty() { String::new() } else { format!(" incl. {secrets}") },
+            s.executions,
+            per_req.map_or(String::new(), |p| format!(" ({p:.2} per request)"))
+        ));
+    }
+    f.evidence.push("the extra CPU of decoding the extra columns is not separated from the query's (its gain is predicted as 0)".into());
+    f.cpu_us_per_request = None;
+    Some(f)
+}
+
+/// Splits an SQL select list at top-level commas.
+fn split_top_level(list: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0;
+    for (i, ch) in list.char_indices() {
+        match ch {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(list[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if !list[start..].trim().is_empty() {
+        out.push(list[start..].trim());
+    }
+    out
+}
+
+/// `double-json-parse`: a JSON body parsed into a generic `serde_json::Value` (the Value
+/// visitor) and then deserialized from that Value (the Value deserializer).
+pub fn double_json_parse(ctx: &Ctx<'_>) -> Option<Finding> {
+    let into_value = regex!(r"^serde_json::(value::de::.*(Deserialize for serde_json::value::Value|ValueVisitor)|de::(from_slice|from_str|from_reader|from_trait)<serde_json::value::Value\b|de::.*deserialize_any<.*ValueVisitor)");
+    let from_value = regex!(r"^serde_json::value::(Value::deserialize_|from_value|de::(visit_object|visit_array|MapDeserializer|SeqDeserializer|.*Deserializer for serde_json::value::Value))");
+    let (a, frames_a) = ctx.collect(|_, fr| ctx.matching(fr, into_value));
+    let (b, frames_b) = ctx.collect(|_, fr| ctx.matching(fr, from_value));
+    if a < MIN_SAMPLES {
+        return None;
+    }
+    let (both, mut frames) = ctx.collect(|_, fr| {
+        let mut v = ctx.matching(fr, into_value);
+        v.extend(ctx.matching(fr, from_value));
+        v
+    });
+    frames.extend(frames_b.into_iter().filter(|x| !frames_a.iter().any(|y| y.frame == x.frame)));
+    frames.truncate(8);
+    let confidence = if b > 0 { Confidence::High } else { Confidence::Medium };
+    let mut f = ctx.finding("double-json-parse", "JSON bodies are parsed into a generic Value before the typed value".into(), confidence, both, frames);
+    f.evidence.push(ctx.samples_line("parsing bytes into serde_json::Value", a));
+    f.evidence.push(ctx.samples_line("deserializing a typed value from a serde_json::Value", b));
+    if b == 0 {
+        f.evidence.push("the second pass (from the Value) was not sampled: it is cheaper than the first; the Value parse alone may be intended".into());
+    }
+    Some(f)
+}
+
+/// `change-events`: JSON serialization that does not feed an HTTP response (no response
+/// encoder frame, `IntoResponse::into_response`, on the stack). What happens to the output is
+/// not visible from frames, so this fires at low confidence.
+pub fn serialized_for_nobody(ctx: &Ctx<'_>) -> Option<Finding> {
+    let ser = regex!(r"^serde_json::(ser::|to_vec|to_string|to_writer)");
+    let serde = regex!(r"^(serde_json|serde|serde_core|core|alloc|std|bytes)::");
+    let response = regex!(r"(::|^)into_response$|(::|^)(IntoResponse|into_response_parts)(::|$)");
+    let (samples, frames) = ctx.collect(|_, fr| {
+        if fr.iter().any(|&f| response.is_match(&super::rules::strip_generics(ctx.path(f)))) {
+            return Vec::new();
+        }
+        let mut v = ctx.matching(fr, ser);
+        // The caller: the first frame above the outermost serialization frame outside serde/std.
+        if let Some(&first) = v.first() {
+            if let Some(ci) = fr[..first].iter().rposition(|&c| !serde.is_match(ctx.path(c))) {
+                v.push(ci);
+            }
+        }
+        v
+    });
+    let (all, _) = ctx.collect(|_, fr| ctx.matching(fr, ser));
+    if samples < MIN_SAMPLES {
+        return None;
+    }
+    let mut f = ctx.finding(
+        "change-events",
+        "JSON is serialized outside the response path (a payload no response carries)".into(),
+        Confidence::Low,
+        samples,
+        frames,
+    );
+    f.evidence.push(ctx.samples_line("in serde_json serialization with no response encoder (into_response) on the stack", samples));
+    f.evidence.push(ctx.samples_line("in serde_json serialization in all", all));
+    f.evidence.push("frames cannot show whether anything reads the output (an event bus with no listener, a log, a cache): check the caller listed below".into());
+    Some(f)
+}

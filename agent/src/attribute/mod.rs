@@ -1,0 +1,136 @@
+//! Attribution: pipeline layers, named costs and the ranking with predicted gains.
+//!
+//! # Layers ([`rules`], [`layers`])
+//! Rules are data (TOML; the default catalog `agent/rules/rust-web.toml` is embedded, `--rules
+//! FILE` adds or overrides, see [`rules::RuleSet`]). Each on-CPU sample is attributed to its
+//! innermost matching layer (*self*) and to every distinct layer on its stack (*total*). The
+//! layer table gives both as shares of the app's on-CPU samples and as µs of **sampled CPU per
+//! request**: `samples × period / requests`, with `period = 1 / frequency` (e.g. 1,010 µs at
+//! 99 Hz). Each share carries a binomial standard error `sqrt(p (1 - p) / n)` (n = all
+//! samples), so a reader can judge noise: 10 samples of 1,000 is 1.0% ± 0.31.
+//!
+//! # Named costs ([`costs`])
+//! Generic fingerprints on library frames, syscalls and wire figures (never on the app's own
+//! symbol names); see [`costs::detect`] for the list and the evidence each one uses.
+//!
+//! # Predicted gain ([`ranking`])
+//! For each cost the ranking predicts the throughput gained if it were removed. First, the
+//! resource that bounds the test ([`ranking::Bound::classify`]): the app's CPU when its CPU set
+//! is at least 85% busy, the database's CPU when PostgreSQL's is, else **latency at the given
+//! concurrency**. Then:
+//! - **CPU-bound** (app or database): throughput = CPUs / CPU per request, so removing a share
+//!   `s` of the bottleneck's work per request gives `1/(1-s) - 1` more req/s (Amdahl-style
+//!   share arithmetic): s = 10% gives +11.1%. For the app, `s` is the cost's share of on-CPU
+//!   samples; for the database, its share of round trips.
+//! - **Latency-bound**: a closed loop of N connections (wrk) runs at `X = N / L` req/s
+//!   (Little's law), so removing `d` µs from a request's latency `L` gives `L/(L-d) - 1`:
+//!   d = 100 µs of L = 1,000 µs gives +11.1%. `d` = the cost's sampled CPU µs per request plus
+//!   its database round-trip time per request (wire).
+//!
+//! The model's limits: sampled CPU is not the CPU on the request's critical path (work done in
+//! parallel shortens latency less); the database model prices every round trip alike; a cost
+//! whose frames are cut off by truncated stacks is under-counted.
+//!
+//! # Outputs
+//! [`ranking::write_ranking`] writes `ranking.md` and `ranking.json` for one profile;
+//! [`write_bench_rankings`] does it for every profiled test of a `profiler bench` run and adds
+//! a combined `ranking.md`.
+
+pub mod costs;
+pub mod layers;
+pub mod ranking;
+pub mod rules;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+pub use costs::{Confidence, Finding, FindingKind};
+pub use layers::{Attribution, LayerRow};
+pub use ranking::{cpu_bound_gain, latency_bound_gain, rank, write_ranking, Bound, Ranking, RankingOptions};
+pub use rules::{RuleError, RuleSet, RulesFileError};
+
+
+/// Number of CPUs in a list like `0`, `1-3`, `0,2-3` (at least 1).
+pub fn cpu_list_len(list: &str) -> u32 {
+    list.split(',')
+        .map(|part| match part.split_once('-') {
+            Some((a, b)) => b.trim().parse::<u32>().unwrap_or(0).saturating_sub(a.trim().parse().unwrap_or(0)) + 1,
+            None => u32::from(!part.trim().is_empty()),
+        })
+        .sum::<u32>()
+        .max(1)
+}
+
+/// The bound of one bench test, from its median measured run: app and PostgreSQL CPU use
+/// against their CPU sets, wrk's connections and mean latency.
+pub fn bench_bound(test: &bench::results::TestResult, settings: &bench::results::Settings) -> Bound {
+    let m = test.median();
+    let app = (m.app.cpu, f64::from(cpu_list_len(&settings.app_cpus)));
+    let db = match (&m.postgres, &settings.pg_cpus) {
+        (Some(u), Some(list)) => Some((u.cpu, f64::from(cpu_list_len(list)))),
+        _ => None,
+    };
+    Bound::classify(app, db, settings.connections, m.wrk.latency.mean_us)
+}
+
+/// Writes `ranking.md` + `ranking.json` into each profiled test's folder of a `profiler bench`
+/// output (`out_dir/<test>/`, next to its `profile.json`) and a combined `out_dir/ranking.md`.
+/// Per test: requests = the profiled run's completed requests (wrk), bound from the median
+/// measured run ([`bench_bound`]), base throughput = the median run's req/s. Wire figures are
+/// the profile's own ([`crate::profile::Profile::wire`]) when the capture was on.
+///
+/// # Errors
+/// The first profile that cannot be read or ranking that cannot be written, with its path.
+pub fn write_bench_rankings(results: &bench::results::BenchResults, out_dir: &Path, rules: &RuleSet) -> Result<Vec<PathBuf>, String> {
+    let mut written = Vec::new();
+    let mut combined = String::new();
+    let _ = writeln!(combined, "# Ranking of named costs, all tests\n");
+    let _ = writeln!(combined, "Costs: `{}`. One section per profiled test; details in `<test>/ranking.md`.\n", results.settings.costs);
+    let mut rows: Vec<(String, Ranking)> = Vec::new();
+    for t in &results.tests {
+        let Some(p) = &t.profiled else { continue };
+        let dir = out_dir.join(&p.dir);
+        let profile = crate::profile::json::read(&dir.join("profile.json")).map_err(|e| format!("{e}"))?;
+        let bound = bench_bound(t, &results.settings);
+        let label = t.test.name();
+        let opts = RankingOptions { rules, wire: None, base_req_per_s: Some(t.req_per_s), label };
+        let r = write_ranking(&profile, Some(p.run.wrk.requests), bound, &opts, &dir).map_err(|e| format!("writing {}: {e}", dir.display()))?;
+        written.extend(ranking::ranking_paths(&dir));
+        rows.push((label.to_string(), r));
+    }
+    for (label, r) in &rows {
+        let _ = writeln!(combined, "## {label}: {}\n", r.bound.describe());
+        let _ = writeln!(
+            combined,
+            "{} samples, {} requests, {} µs of sampled CPU per request, {:.0} req/s measured.\n",
+            r.samples,
+            r.requests.map_or("?".into(), |n| n.to_string()),
+            r.cpu_us_per_request.map_or("?".into(), |u| format!("{u:.1}")),
+            r.base_req_per_s.unwrap_or(0.0)
+        );
+        if r.costs.is_empty() {
+            let _ = writeln!(combined, "No named cost fired.\n");
+            continue;
+        }
+        let _ = writeln!(combined, "| rank | cost | confidence | CPU µs/req | predicted gain |");
+        let _ = writeln!(combined, "|---:|---|---|---:|---:|");
+        for c in &r.costs {
+            let _ = writeln!(
+                combined,
+                "| {} | `{}` | {:?} | {} | {:+.1}% |",
+                c.rank,
+                c.finding.id,
+                c.finding.confidence,
+                c.finding.cpu_us_per_request.map_or("–".into(), |u| format!("{u:.2}")),
+                c.gain.gain_pct
+            );
+        }
+        let _ = writeln!(combined);
+    }
+    let _ = writeln!(combined, "## Model\n\n{}\n", ranking::MODEL_TEXT);
+    std::fs::create_dir_all(out_dir).map_err(|e| format!("creating {}: {e}", out_dir.display()))?;
+    let path = out_dir.join("ranking.md");
+    std::fs::write(&path, combined).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    written.push(path);
+    Ok(written)
+}

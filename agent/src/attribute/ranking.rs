@@ -1,0 +1,535 @@
+//! The ranking: named costs with their evidence and predicted throughput gain, written as
+//! `ranking.md` and `ranking.json` (the model is in the [module docs](super)).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::costs::{self, Confidence, Finding, FindingKind, NotEvaluated};
+use super::layers::{Attribution, LayerRow};
+use super::rules::RuleSet;
+use crate::profile::Profile;
+use crate::wire::WireSummary;
+
+/// Utilization (used / capacity) at or above which a CPU set counts as the bottleneck.
+pub const SATURATED: f64 = 0.85;
+
+/// Version of the `ranking.json` schema.
+pub const RANKING_SCHEMA_VERSION: u32 = 1;
+
+/// The resource that bounds a test's throughput.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "resource", rename_all = "snake_case")]
+pub enum Bound {
+    /// The app's CPU set is (nearly) full: throughput = capacity / CPU per request.
+    AppCpu {
+        /// Mean CPU the app used, CPUs.
+        used_cpus: f64,
+        /// CPUs in the app's CPU set.
+        capacity_cpus: f64,
+    },
+    /// The database's CPU set is (nearly) full.
+    DbCpu {
+        /// Mean CPU PostgreSQL used, CPUs.
+        used_cpus: f64,
+        /// CPUs in PostgreSQL's CPU set.
+        capacity_cpus: f64,
+    },
+    /// Neither is full: a closed loop of `connections` clients, throughput = connections /
+    /// latency (Little's law).
+    Latency {
+        /// Concurrent connections of the load generator.
+        connections: u32,
+        /// Mean request latency, µs.
+        latency_us: f64,
+    },
+    /// Not known (e.g. `profiler attach` without load figures): gains are computed as if the
+    /// app's CPU were the bottleneck, and labelled so.
+    Unknown,
+}
+
+impl Bound {
+    /// Picks the bound from measured utilizations: the more utilized CPU set when it is at or
+    /// above [`SATURATED`], else latency at the given concurrency.
+    ///
+    /// `app` and `db` are `(used CPUs, capacity CPUs)`; `latency_us` the mean latency, µs.
+    pub fn classify(app: (f64, f64), db: Option<(f64, f64)>, connections: u32, latency_us: f64) -> Bound {
+        let util = |(u, c): (f64, f64)| if c > 0.0 { u / c } else { 0.0 };
+        let ua = util(app);
+        let ud = db.map_or(0.0, util);
+        if ua >= SATURATED && ua >= ud {
+            Bound::AppCpu { used_cpus: app.0, capacity_cpus: app.1 }
+        } else if let Some(d) = db.filter(|_| ud >= SATURATED) {
+            Bound::DbCpu { used_cpus: d.0, capacity_cpus: d.1 }
+        } else {
+            Bound::Latency { connections, latency_us }
+        }
+    }
+
+    /// A short description, e.g. `app CPU (0.97 of 1 CPUs)`.
+    pub fn describe(&self) -> String {
+        match self {
+            Bound::AppCpu { used_cpus, capacity_cpus } => format!("app CPU ({used_cpus:.2} of {capacity_cpus} CPUs used)"),
+            Bound::DbCpu { used_cpus, capacity_cpus } => format!("database CPU ({used_cpus:.2} of {capacity_cpus} CPUs used)"),
+            Bound::Latency { connections, latency_us } => {
+                format!("latency at {connections} connections (mean {:.2} ms; neither CPU set is {:.0}% busy)", latency_us / 1e3, SATURATED * 100.0)
+            }
+            Bound::Unknown => "unknown (gains computed as if the app's CPU were the bottleneck)".into(),
+        }
+    }
+}
+
+/// `1/(1-s) - 1`: the throughput gain of removing a share `s` (0..1) of the bottleneck
+/// resource's work per request (Amdahl-style: throughput ∝ 1 / work per request). A fraction
+/// (0.25 = +25%). `s >= 1` gives infinity; `s <= 0` gives 0.
+pub fn cpu_bound_gain(share: f64) -> f64 {
+    if share <= 0.0 {
+        0.0
+    } else if share >= 1.0 {
+        f64::INFINITY
+    } else {
+        1.0 / (1.0 - share) - 1.0
+    }
+}
+
+/// `L/(L-d) - 1`: the throughput gain of removing `d` µs from a request latency of `L` µs at a
+/// fixed concurrency N (Little's law: throughput = N / L). A fraction. `d >= L` gives infinity.
+pub fn latency_bound_gain(latency_us: f64, removed_us: f64) -> f64 {
+    if removed_us <= 0.0 || latency_us <= 0.0 {
+        0.0
+    } else if removed_us >= latency_us {
+        f64::INFINITY
+    } else {
+        latency_us / (latency_us - removed_us) - 1.0
+    }
+}
+
+/// A predicted gain and how it was computed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Gain {
+    /// The resource the prediction is for (`app_cpu`, `db_cpu`, `latency`, `assumed_app_cpu`).
+    pub resource: String,
+    /// The cost's share of that resource per request, 0..1 (CPU-bound models).
+    pub share: Option<f64>,
+    /// µs removed from each request's latency (latency model).
+    pub removed_us: Option<f64>,
+    /// Predicted throughput gain, percent (+11.1 = 11.1% more req/s).
+    pub gain_pct: f64,
+    /// Predicted req/s without the cost, when a base throughput is known.
+    pub predicted_req_per_s: Option<f64>,
+    /// The arithmetic, e.g. `1/(1-0.100)-1 = 11.1%`.
+    pub formula: String,
+}
+
+/// Predicts the gain of removing one finding's cost under `bound`.
+///
+/// - app CPU (or unknown): `s` = the finding's share of on-CPU samples; for wire-only costs
+///   (no CPU samples of their own) `s` = its extra round trips / all round trips × the share of
+///   samples with a driver (sqlx) frame on the stack (the app CPU of one round trip, spread
+///   evenly); gain `1/(1-s) - 1`.
+/// - database CPU: `s` = the finding's extra round trips / all round trips (each round trip
+///   costing the server alike); costs without round trips give 0;
+/// - latency: `d` = the finding's CPU µs per request + its round-trip µs per request, gain
+///   `L/(L-d) - 1` with `L` the mean latency.
+pub fn predict(finding: &Finding, bound: &Bound, ctx: &GainInputs) -> Gain {
+    let rt_share = match (finding.round_trips_per_request, ctx.round_trips_per_request) {
+        (Some(x), Some(all)) if all > 0.0 => Some((x / all).min(1.0)),
+        _ => None,
+    };
+    let cpu_share = if finding.samples > 0 { finding.cpu_share } else { rt_share.map_or(0.0, |r| r * ctx.driver_cpu_share) };
+    let base = ctx.base_req_per_s;
+    let mk = |resource: &str, share: Option<f64>, removed: Option<f64>, g: f64, formula: String| Gain {
+        resource: resource.into(),
+        share,
+        removed_us: removed,
+        gain_pct: g * 100.0,
+        predicted_req_per_s: base.map(|b| b * (1.0 + g)).filter(|x| x.is_finite()),
+        formula,
+    };
+    match bound {
+        Bound::AppCpu { .. } | Bound::Unknown => {
+            let g = cpu_bound_gain(cpu_share);
+            let res = if matches!(bound, Bound::Unknown) { "assumed_app_cpu" } else { "app_cpu" };
+            mk(res, Some(cpu_share), None, g, format!("1/(1-{cpu_share:.4})-1 = {:.2}%", g * 100.0))
+        }
+        Bound::DbCpu { .. } => {
+            let s = rt_share.unwrap_or(0.0);
+            let g = cpu_bound_gain(s);
+            mk("db_cpu", Some(s), None, g, format!("1/(1-{s:.4})-1 = {:.2}% (share of round trips)", g * 100.0))
+        }
+        Bound::Latency { latency_us, .. } => {
+            let cpu_us = if finding.samples > 0 {
+                finding.cpu_us_per_request.unwrap_or(0.0)
+            } else {
+                ctx.cpu_us_per_request.map_or(0.0, |c| c * cpu_share)
+            };
+            let d = cpu_us + finding.db_latency_us_per_request.unwrap_or(0.0);
+            let g = latency_bound_gain(*latency_us, d);
+            mk("latency", None, Some(d), g, format!("{latency_us:.1}/({latency_us:.1}-{d:.2})-1 = {:.2}%", g * 100.0))
+        }
+    }
+}
+
+/// Profile-wide figures [`predict`] needs.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct GainInputs {
+    /// All database round trips per request (wire).
+    pub round_trips_per_request: Option<f64>,
+    /// Share of on-CPU samples with a driver (sqlx) frame on the stack, 0..1.
+    pub driver_cpu_share: f64,
+    /// All sampled CPU per request, µs.
+    pub cpu_us_per_request: Option<f64>,
+    /// Measured throughput with the cost present, req/s.
+    pub base_req_per_s: Option<f64>,
+}
+
+/// One ranked finding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankedFinding {
+    /// 1 = biggest predicted gain.
+    pub rank: usize,
+    /// The finding.
+    #[serde(flatten)]
+    pub finding: Finding,
+    /// Its predicted gain.
+    pub gain: Gain,
+}
+
+/// Everything `ranking.json` holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ranking {
+    /// [`RANKING_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The profile's target.
+    pub target: String,
+    /// A label, e.g. the bench test name; empty for attach.
+    pub label: String,
+    /// HTTP requests the profile covers (the per-request denominator), when known.
+    pub requests: Option<u64>,
+    /// Where the request count came from (`wrk`, `wire`, `given`).
+    pub requests_source: Option<String>,
+    /// Measured throughput of the test, req/s.
+    pub base_req_per_s: Option<f64>,
+    /// On-CPU samples.
+    pub samples: u64,
+    /// Sampling frequency, Hz.
+    pub frequency_hz: u64,
+    /// Sampled CPU (samples × period), µs.
+    pub sampled_cpu_us: Option<f64>,
+    /// CPU the target used as its cgroup or /proc accounted it, µs.
+    pub measured_cpu_us: Option<f64>,
+    /// Sampled CPU per request, µs.
+    pub cpu_us_per_request: Option<f64>,
+    /// Samples on truncated stacks (their callers are unknown, so layers above are missed).
+    pub truncated_samples: u64,
+    /// The bound resource.
+    pub bound: Bound,
+    /// Named costs that fired, biggest predicted gain first.
+    pub costs: Vec<RankedFinding>,
+    /// Fingerprints that could not be evaluated.
+    pub not_evaluated: Vec<NotEvaluated>,
+    /// Generic findings (hot functions outside layers, allocation, syscalls, truncation).
+    pub generic: Vec<Finding>,
+    /// The layer table.
+    pub layers: Vec<LayerRow>,
+    /// Per-syscall counts per request (name, calls per request), most first.
+    pub syscalls_per_request: Vec<(String, f64)>,
+}
+
+/// Inputs of [`rank`] besides the profile.
+#[derive(Debug, Clone, Copy)]
+pub struct RankingOptions<'a> {
+    /// Rules for the layers.
+    pub rules: &'a RuleSet,
+    /// Wire figures; `None` uses the profile's own ([`Profile::wire`]) when it has them.
+    pub wire: Option<&'a WireSummary>,
+    /// Measured throughput, req/s, for predicted req/s.
+    pub base_req_per_s: Option<f64>,
+    /// A label for the report (test name).
+    pub label: &'a str,
+}
+
+/// Attributes, fingerprints and ranks one profile. `requests` is the number of HTTP requests
+/// the profile covers (from the load generator); without it the wire's request count is used
+/// when there is one, and per-request figures are absent otherwise.
+pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &RankingOptions<'_>) -> Ranking {
+    let opts = &RankingOptions { wire: opts.wire.or(profile.wire.as_ref()), ..*opts };
+    let (requests, source) = match (requests.filter(|&r| r > 0), opts.wire.map(|w| w.http.requests).filter(|&r| r > 0)) {
+        (Some(r), _) => (Some(r), Some("given".to_string())),
+        (None, Some(r)) => (Some(r), Some("wire".to_string())),
+        _ => (None, None),
+    };
+    let attr = Attribution::new(profile, opts.rules, requests);
+    let ctx = costs::Ctx { profile, rules: opts.rules, attr: &attr, wire: opts.wire };
+    let (found, not_evaluated) = costs::detect(&ctx);
+    let sqlx = regex::Regex::new(r"^sqlx_[a-z]+::").expect("static regex");
+    let driver_samples: u64 = profile
+        .stacks
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.frames.iter().any(|&f| sqlx.is_match(&attr.frame_paths[f as usize])))
+        .map(|(i, _)| attr.stack_samples[i])
+        .sum();
+    let inputs = GainInputs {
+        round_trips_per_request: opts.wire.and_then(|w| Some(w.pg.round_trips as f64 / requests? as f64)),
+        driver_cpu_share: attr.share(driver_samples),
+        cpu_us_per_request: attr.us_per_request(attr.samples as f64),
+        base_req_per_s: opts.base_req_per_s,
+    };
+    let (found, generic_found): (Vec<Finding>, Vec<Finding>) = found.into_iter().partition(|f| f.kind == FindingKind::NamedCost);
+    let mut ranked: Vec<RankedFinding> =
+        found.into_iter().map(|f| RankedFinding { rank: 0, gain: predict(&f, &bound, &inputs), finding: f }).collect();
+    ranked.sort_by(|a, b| {
+        b.gain.gain_pct.total_cmp(&a.gain.gain_pct).then(b.finding.samples.cmp(&a.finding.samples)).then(a.finding.id.cmp(&b.finding.id))
+    });
+    for (i, r) in ranked.iter_mut().enumerate() {
+        r.rank = i + 1;
+    }
+    let mut generic = generic_findings(profile, &attr, opts.rules);
+    generic.extend(generic_found);
+    let mut syscalls: Vec<(String, f64)> = match requests {
+        Some(r) => profile.syscalls.iter().map(|s| (s.name.clone(), s.count as f64 / r as f64)).collect(),
+        None => Vec::new(),
+    };
+    syscalls.sort_by(|a, b| b.1.total_cmp(&a.1));
+    Ranking {
+        schema_version: RANKING_SCHEMA_VERSION,
+        target: profile.meta.target.clone(),
+        label: opts.label.to_string(),
+        requests,
+        requests_source: source,
+        base_req_per_s: opts.base_req_per_s,
+        samples: attr.samples,
+        frequency_hz: profile.meta.frequency_hz,
+        sampled_cpu_us: attr.period_us.map(|p| p * attr.samples as f64),
+        measured_cpu_us: profile.meta.target_cpu_ns.map(|n| n as f64 / 1e3),
+        cpu_us_per_request: attr.us_per_request(attr.samples as f64),
+        truncated_samples: attr.truncated_samples,
+        bound,
+        costs: ranked,
+        not_evaluated,
+        generic,
+        layers: attr.layer_table(profile, opts.rules),
+        syscalls_per_request: syscalls,
+    }
+}
+
+fn generic(attr: &Attribution, id: &str, title: String, samples: u64, evidence: Vec<String>) -> Finding {
+    let share = attr.share(samples);
+    Finding {
+        id: id.into(),
+        title,
+        kind: FindingKind::Generic,
+        confidence: Confidence::High,
+        samples,
+        cpu_share: share,
+        cpu_share_se: attr.share_se(share),
+        cpu_us_per_request: attr.us_per_request(samples as f64),
+        round_trips_per_request: None,
+        db_latency_us_per_request: None,
+        frames: Vec::new(),
+        evidence,
+    }
+}
+
+fn generic_findings(profile: &Profile, attr: &Attribution, rules: &RuleSet) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let hot = attr.hot_unattributed(profile, 10);
+    let hot_total: u64 = hot.iter().map(|h| h.1).sum();
+    if hot_total > 0 {
+        let mut f = generic(attr, "hot-functions", "hottest self-time functions outside known layers".into(), hot_total, Vec::new());
+        f.frames = hot.iter().map(|(p, n)| costs::FrameSamples { frame: p.chars().take(200).collect(), samples: *n }).collect();
+        f.evidence.push(format!("the top {} functions no rule claims (innermost user frame), by self samples", hot.len()));
+        out.push(f);
+    }
+    // Allocation: samples whose innermost layer has the category `alloc`.
+    let mut alloc = 0;
+    for (si, l) in attr.stack_self.iter().enumerate() {
+        if l.is_some_and(|l| rules.layers()[l].category == "alloc") {
+            alloc += attr.stack_samples[si];
+        }
+    }
+    out.push(generic(
+        attr,
+        "allocation",
+        "CPU in the memory allocator (self time)".into(),
+        alloc,
+        vec![format!("{alloc} of {} samples have their innermost layer in the allocator (malloc/free, mimalloc, jemalloc, __rust_alloc)", attr.samples)],
+    ));
+    if attr.truncated_samples > 0 {
+        out.push(generic(
+            attr,
+            "truncated-stacks",
+            "stacks cut before the thread start (callers unknown)".into(),
+            attr.truncated_samples,
+            vec![format!(
+                "{} of {} samples are on truncated stacks: their layers above the cut (and any cost fingerprint there) are missed; code without frame pointers (e.g. glibc syscall wrappers) cuts stacks",
+                attr.truncated_samples, attr.samples
+            )],
+        ));
+    }
+    out
+}
+
+fn pct(x: f64) -> String {
+    if x.is_infinite() {
+        "∞".into()
+    } else {
+        format!("{:+.1}%", x)
+    }
+}
+
+fn opt(x: Option<f64>, digits: usize) -> String {
+    x.map_or("–".into(), |v| format!("{v:.digits$}"))
+}
+
+/// The model, as printed at the top of every `ranking.md`.
+pub const MODEL_TEXT: &str = "\
+Predicted gain = the throughput the test would gain if the cost were removed, from the resource
+that bounds the test:
+- **app CPU** (the app's CPU set ≥ 85% busy): removing a share s of the app's CPU per request
+  gives 1/(1-s) - 1 more req/s (throughput = CPUs / CPU per request; Amdahl-style share
+  arithmetic). s = the cost's on-CPU samples / all samples; for a cost seen only on the wire,
+  s = its extra round trips / all round trips × the share of samples under the database driver.
+- **database CPU** (PostgreSQL's CPU set ≥ 85% busy): s = the cost's extra round trips / all
+  round trips (each round trip assumed to cost the server alike); app-CPU costs give 0.
+- **latency** (neither busy): a closed loop of N connections runs at N / L req/s (Little's law),
+  so removing d µs of a request's latency L gives L/(L-d) - 1. d = the cost's sampled CPU µs per
+  request + its database round-trip µs per request (wire).
+CPU per request is *sampled* CPU: samples × (1 / frequency) / requests; each share carries its
+binomial standard error sqrt(p(1-p)/n).";
+
+/// Renders `ranking.md`.
+pub fn render_markdown(r: &Ranking) -> String {
+    let mut s = String::new();
+    let title = if r.label.is_empty() { r.target.clone() } else { format!("{} ({})", r.label, r.target) };
+    let _ = writeln!(s, "# Ranking of named costs: {title}\n");
+    let _ = writeln!(
+        s,
+        "- requests: {}{}\n- measured throughput: {}\n- on-CPU samples: {} at {} Hz (sampled CPU {} ms; accounted CPU {} ms); {} on truncated stacks\n- sampled CPU per request: {} µs\n- bound: {}\n",
+        r.requests.map_or("unknown".into(), |n| n.to_string()),
+        r.requests_source.as_deref().map_or(String::new(), |s| format!(" (from {s})")),
+        r.base_req_per_s.map_or("unknown".into(), |x| format!("{x:.0} req/s")),
+        r.samples,
+        r.frequency_hz,
+        opt(r.sampled_cpu_us.map(|u| u / 1e3), 1),
+        opt(r.measured_cpu_us.map(|u| u / 1e3), 1),
+        r.truncated_samples,
+        opt(r.cpu_us_per_request, 2),
+        r.bound.describe()
+    );
+    let _ = writeln!(s, "## Named costs\n");
+    if r.costs.is_empty() {
+        let _ = writeln!(s, "No named cost fired.\n");
+    } else {
+        let _ = writeln!(s, "| rank | cost | confidence | samples | CPU share | CPU µs/req | round trips/req | predicted gain |");
+        let _ = writeln!(s, "|---:|---|---|---:|---:|---:|---:|---:|");
+        for c in &r.costs {
+            let f = &c.finding;
+            let _ = writeln!(
+                s,
+                "| {} | `{}`: {} | {:?} | {} | {:.2}% ± {:.2} | {} | {} | {} |",
+                c.rank,
+                f.id,
+                f.title,
+                f.confidence,
+                f.samples,
+                f.cpu_share * 100.0,
+                f.cpu_share_se * 100.0,
+                opt(f.cpu_us_per_request, 2),
+                opt(f.round_trips_per_request, 2),
+                pct(c.gain.gain_pct)
+            );
+        }
+        let _ = writeln!(s);
+        for c in &r.costs {
+            let f = &c.finding;
+            let _ = writeln!(s, "### {}. `{}`: {}\n", c.rank, f.id, f.title);
+            for e in &f.evidence {
+                let _ = writeln!(s, "- {e}");
+            }
+            let _ = writeln!(s, "- predicted gain ({}): {}{}", c.gain.resource, c.gain.formula, c.gain.predicted_req_per_s.map_or(String::new(), |x| format!(" → {x:.0} req/s")));
+            if !f.frames.is_empty() {
+                let _ = writeln!(s, "\n  frames (samples):");
+                for fr in &f.frames {
+                    let _ = writeln!(s, "  - {} `{}`", fr.samples, fr.frame);
+                }
+            }
+            let _ = writeln!(s);
+        }
+    }
+    if !r.not_evaluated.is_empty() {
+        let _ = writeln!(s, "Not evaluated:\n");
+        for n in &r.not_evaluated {
+            let _ = writeln!(s, "- `{}`: {}", n.id, n.reason);
+        }
+        let _ = writeln!(s);
+    }
+    let _ = writeln!(s, "## Model\n\n{MODEL_TEXT}\n");
+    let _ = writeln!(s, "## Layers\n");
+    let _ = writeln!(s, "| layer | category | self samples | self share | self µs/req | total samples | total share | total µs/req |");
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|");
+    for l in &r.layers {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {:.2}% ± {:.2} | {} | {} | {:.2}% ± {:.2} | {} |",
+            l.layer,
+            l.category,
+            l.self_samples,
+            l.self_share * 100.0,
+            l.self_share_se * 100.0,
+            opt(l.self_us_per_request, 2),
+            l.total_samples,
+            l.total_share * 100.0,
+            l.total_share_se * 100.0,
+            opt(l.total_us_per_request, 2)
+        );
+    }
+    let _ = writeln!(s, "\n## Generic findings\n");
+    for g in &r.generic {
+        let _ = writeln!(s, "### {}\n", g.title);
+        let _ = writeln!(s, "- {} samples ({:.2}% ± {:.2}), {} µs/req", g.samples, g.cpu_share * 100.0, g.cpu_share_se * 100.0, opt(g.cpu_us_per_request, 2));
+        for e in &g.evidence {
+            let _ = writeln!(s, "- {e}");
+        }
+        for fr in &g.frames {
+            let _ = writeln!(s, "  - {} `{}`", fr.samples, fr.frame);
+        }
+        let _ = writeln!(s);
+    }
+    if !r.syscalls_per_request.is_empty() {
+        let _ = writeln!(s, "### Syscalls per request\n");
+        let _ = writeln!(s, "| syscall | per request |");
+        let _ = writeln!(s, "|---|---:|");
+        for (n, v) in r.syscalls_per_request.iter().take(12) {
+            let _ = writeln!(s, "| {n} | {v:.3} |");
+        }
+        let _ = writeln!(s);
+    }
+    s
+}
+
+/// Writes `ranking.md` and `ranking.json` for `profile` into `out` and returns the ranking.
+///
+/// # Errors
+/// The I/O error of the first file that could not be written.
+pub fn write_ranking(
+    profile: &Profile,
+    requests: Option<u64>,
+    bound: Bound,
+    opts: &RankingOptions<'_>,
+    out: &Path,
+) -> std::io::Result<Ranking> {
+    let r = rank(profile, requests, bound, opts);
+    std::fs::create_dir_all(out)?;
+    std::fs::write(out.join("ranking.md"), render_markdown(&r))?;
+    let json = serde_json::to_string_pretty(&r).map_err(std::io::Error::other)?;
+    std::fs::write(out.join("ranking.json"), json + "\n")?;
+    Ok(r)
+}
+
+/// Paths written by [`write_ranking`] into `out`.
+pub fn ranking_paths(out: &Path) -> [PathBuf; 2] {
+    [out.join("ranking.md"), out.join("ranking.json")]
+}
