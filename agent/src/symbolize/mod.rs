@@ -91,6 +91,7 @@ pub fn symbolize_with(raw: RawProfile, options: &Options) -> Profile {
         mut lost,
         wire,
     } = raw;
+    let started = std::time::Instant::now();
     let symbolizer = Symbolizer::builder()
         .enable_demangling(true)
         .enable_inlined_fns(true)
@@ -111,6 +112,7 @@ pub fn symbolize_with(raw: RawProfile, options: &Options) -> Profile {
     kernel.dedup();
 
     let mut user_frames: HashMap<(u32, u64), Frames> = HashMap::new();
+    let processes_symbolized = user.len();
     for (pid, mut addrs) in user {
         addrs.sort_unstable();
         addrs.dedup();
@@ -119,6 +121,8 @@ pub fn symbolize_with(raw: RawProfile, options: &Options) -> Profile {
             user_frames.insert((pid, addr), f);
         }
     }
+    let user_addresses = user_frames.len();
+    let kernel_addresses = kernel.len();
     let mut kernel_frames: HashMap<u64, Frames> = HashMap::new();
     let frames = symbolize_kernel(&symbolizer, &kernel, options, &mut interner);
     for (addr, f) in kernel.into_iter().zip(frames) {
@@ -167,6 +171,15 @@ pub fn symbolize_with(raw: RawProfile, options: &Options) -> Profile {
     let on_cpu = convert(on_cpu, true, &mut truncated);
     let off_cpu = convert(off_cpu, false, &mut truncated);
     lost.truncated_stacks = lost.truncated_stacks.saturating_add(truncated);
+    tracing::info!(
+        processes = processes_symbolized,
+        user_addresses,
+        kernel_addresses,
+        frames = interner.frames.len(),
+        stacks = stacks.stacks.len(),
+        elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+        "symbolized"
+    );
 
     Profile {
         schema_version: SCHEMA_VERSION,
@@ -178,6 +191,7 @@ pub fn symbolize_with(raw: RawProfile, options: &Options) -> Profile {
         off_cpu,
         syscalls,
         lost,
+        wire,
     }
 }
 
@@ -191,7 +205,6 @@ fn lookup_addresses(stack: &[u64]) -> impl Iterator<Item = u64> + '_ {
 
 /// Truncation rule (see [`is_thread_start`]): `outer` holds the physical frames of the user
 /// part, root first. Not truncated when there is no user part, or when nothing in it resolved
-        wire,
 /// (a process that exited before symbolization: unknown, not known to be truncated).
 fn is_truncated(outer: &[u32], frames: &[Frame]) -> bool {
     let Some(&root) = outer.first() else {
