@@ -187,6 +187,7 @@ impl TempPostgres {
         let log = fs::File::create(&log_path).map_err(io_err(format!("create {}", log_path.display())))?;
         let log2 = log.try_clone().map_err(io_err("dup the log file"))?;
         let mut cmd = Command::new(self.bin.join("postgres"));
+        clean_env(&mut cmd);
         cmd.arg("-D").arg(data);
         for (k, v) in [
             ("listen_addresses", "127.0.0.1".to_string()),
@@ -233,7 +234,7 @@ impl TempPostgres {
                 self.child = None;
                 return Err(PgError::StartFailed { reason: format!("postgres exited with {status}"), log_tail: tail(&log_path, 20) });
             }
-            let ready = Command::new(self.bin.join("pg_isready"))
+            let ready = clean_env(&mut Command::new(self.bin.join("pg_isready")))
                 .arg("-q")
                 .arg("-h")
                 .arg(root)
@@ -300,8 +301,7 @@ impl TempPostgres {
             .arg(self.dir())
             .arg("-p")
             .arg(self.port.to_string())
-            .args(["-U", user, "-d", db])
-            .env("PGCONNECT_TIMEOUT", "10");
+            .args(["-U", user, "-d", db]);
         run_checked(&mut cmd, None, Some(sql.as_bytes()), "psql")
     }
 
@@ -504,6 +504,18 @@ fn find_bin_dir() -> Result<PathBuf, PgError> {
     best.map(|(_, b)| b).ok_or(PgError::BinariesNotFound)
 }
 
+/// Removes libpq/server environment variables (`PGHOST`, `PGOPTIONS`, `PGPASSWORD`,
+/// `PGSSLMODE`, `PGDATA`, ...) from `cmd`, so that the caller's environment cannot redirect or
+/// reconfigure our own `initdb`, `postgres`, `pg_isready` and `psql` calls.
+fn clean_env(cmd: &mut Command) -> &mut Command {
+    for (k, _) in std::env::vars_os() {
+        if k.to_str().is_some_and(|k| k.starts_with("PG")) {
+            cmd.env_remove(k);
+        }
+    }
+    cmd
+}
+
 fn free_port() -> Result<u16, PgError> {
     let l = TcpListener::bind("127.0.0.1:0").map_err(io_err("bind 127.0.0.1:0 to find a free port"))?;
     Ok(l.local_addr().map_err(io_err("local address of the probe socket"))?.port())
@@ -515,6 +527,7 @@ fn run_checked(cmd: &mut Command, run_as: Option<(u32, u32)>, stdin: Option<&[u8
     if let Some((uid, gid)) = run_as {
         cmd.uid(uid).gid(gid);
     }
+    clean_env(cmd);
     cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn().map_err(io_err(format!("spawn {program}")))?;
     // Write stdin from a thread so a large script cannot deadlock against a full stdout pipe.

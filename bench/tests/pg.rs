@@ -161,6 +161,17 @@ fn drop_during_a_panic_still_stops_the_server() {
     assert!(!dir.exists(), "{} left behind", dir.display());
 }
 
+/// `psql` without the caller's libpq environment (PGOPTIONS, PGHOST, ...).
+fn psql_cmd() -> std::process::Command {
+    let mut c = std::process::Command::new("psql");
+    for (k, _) in std::env::vars() {
+        if k.starts_with("PG") {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
 /// The `bench-pg` binary, with stdin piped; returns the child and the URL it printed.
 fn start_bench_pg() -> (std::process::Child, String) {
     use std::io::BufRead;
@@ -194,7 +205,7 @@ fn bench_pg_serves_the_seed_over_scram_and_stops_at_stdin_eof() {
     assert!(url.starts_with("postgres://crm:crm@127.0.0.1:") && url.ends_with("/handmade"), "{url}");
     let (pm, dir) = postmaster_of(child.id());
     // Password authentication over TCP, as the app connects (psql here, outside our code).
-    let out = std::process::Command::new("psql")
+    let out = psql_cmd()
         .args(["-X", "-A", "-t", &url, "-c", "SELECT current_user, (SELECT count(*) FROM deals), (SELECT count(*) FROM world)"])
         .output()
         .expect("psql");
@@ -202,7 +213,7 @@ fn bench_pg_serves_the_seed_over_scram_and_stops_at_stdin_eof() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "crm|1000|10000");
     // A wrong password is refused: the loopback is not `trust`.
     let wrong = url.replace("crm:crm@", "crm:nope@");
-    let out = std::process::Command::new("psql").args(["-X", &wrong, "-c", "SELECT 1"]).output().expect("psql");
+    let out = psql_cmd().args(["-X", &wrong, "-c", "SELECT 1"]).output().expect("psql");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("password authentication failed"), "{}", String::from_utf8_lossy(&out.stderr));
 
