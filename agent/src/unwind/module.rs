@@ -259,3 +259,57 @@ fn own_vdso() -> Option<Vec<u8>> {
     let bytes = unsafe { std::slice::from_raw_parts(start as *const u8, end - start) };
     Some(bytes.to_vec())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The layout of a lld-linked PIE (this repository's test binaries): the r-x segment
+    /// starts in the last page of the r-- one, at file offset 0x9a750 and address 0x9b750.
+    #[test]
+    fn bias_uses_the_segment_that_starts_in_the_mapping_page() {
+        let module = ModuleData {
+            segments: vec![
+                LoadSegment { vaddr: 0, offset: 0, filesz: 0x9a744, executable: false },
+                LoadSegment { vaddr: 0x9b750, offset: 0x9a750, filesz: 0xcfe70, executable: true },
+                LoadSegment { vaddr: 0x16c5c0, offset: 0x16a5c0, filesz: 0xa208, executable: false },
+            ],
+            ..Default::default()
+        };
+        // /proc/PID/maps: 5633930a5000-... r-xp 0009a000: the r-x mapping starts at the page of
+        // file offset 0x9a000, which both the r-- and the r-x segments touch.
+        let start = 0x5633_930a_5000;
+        let bias = module.bias_for_mapping(start, 0x9a000).unwrap();
+        // File offset 0x9a750 is at start + 0x750 and is address 0x9b750 + bias.
+        assert_eq!(0x9b750 + bias, start + 0x750);
+        // The r-- mapping at offset 0 of a PIE loaded at 0x5633_9300_a000.
+        assert_eq!(module.bias_for_mapping(0x5633_9300_a000, 0), Some(0x5633_9300_a000));
+        // An offset no segment maps.
+        assert_eq!(module.bias_for_mapping(start, 0x10_0000_0000), None);
+    }
+
+    #[test]
+    fn a_file_that_is_not_elf_has_no_tables_and_says_why() {
+        let module = ModuleData::from_elf("junk", &b"#!/bin/sh\necho not elf\n"[..]);
+        assert_eq!(module.unwind_info(), UnwindInfo::None);
+        assert!(module.error.as_deref().is_some_and(|e| e.contains("not an ELF file")), "{:?}", module.error);
+    }
+
+    #[test]
+    fn own_executable_and_vdso_have_eh_frame_hdr() {
+        let mut cache = ModuleCache::default();
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let line = maps.lines().find(|l| l.ends_with(exe.to_str().unwrap()) && l.contains(" r-xp ")).expect("r-x mapping of the test binary");
+        let range = line.split_whitespace().next().unwrap();
+        let a = cache.get(Path::new(&format!("/proc/self/map_files/{range}")), "self");
+        assert_eq!(a.unwind_info(), UnwindInfo::EhFrameHdr, "{:?}", a.error);
+        assert!(a.build_id.is_some());
+        // The same file again: served from the cache, one load.
+        let b = cache.get(Path::new(&format!("/proc/self/map_files/{range}")), "self");
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(cache.loads, 1);
+        assert_eq!(cache.vdso().unwind_info(), UnwindInfo::EhFrameHdr);
+        assert_eq!(cache.len(), 2);
+    }
+}
