@@ -19,7 +19,8 @@
  * iovec array) is kept in task-local storage. On exit: the return value is what was really
  * moved; > 0 gives a chunk, -EAGAIN and other errors are only counted (`wire_stats`).
  *
- * What leaves the kernel: for PostgreSQL sockets, the first `head_bytes` (<= 256) and the last
+ * What leaves the kernel: for PostgreSQL sockets, the first `head_bytes` (<= 256; for vectored
+ * calls, of the first iovec with data) and the last
  * `tail_bytes` (<= 64, contiguous buffers only) bytes of each call. For HTTP sockets, only
  * the start line: the head is read up to `http_head_bytes` (<= 128) and cut after the first
  * '\n'; unless it begins with a request line (`TOKEN SP` then '/', '*' or a letter) on the
@@ -77,12 +78,9 @@ struct {
 	__type(value, __u64);
 } wire_stats SEC(".maps");
 
-/* A chunk is built here (per CPU) before bpf_ringbuf_output: the slack after it lets the
- * verifier prove in bounds a copy of up to WIRE_HEAD_MAX bytes at any offset below
- * WIRE_HEAD_MAX (vectored heads are assembled iovec by iovec). */
+/* A chunk is built here (per CPU), then copied to the ring buffer by bpf_ringbuf_output. */
 struct wire_scratch {
 	struct wire_chunk chunk;
-	__u8 slack[WIRE_HEAD_MAX];
 };
 
 struct {
@@ -206,34 +204,26 @@ static __always_inline __u32 copy_contiguous(struct wire_scratch *s, __u64 buf, 
 	return n;
 }
 
-/* Copies up to `limit` bytes of the data of `iovcnt` iovecs at `iov` to head[]. */
-static __always_inline __u32 copy_vectored(struct wire_scratch *s, __u64 iov, __u64 iovcnt, __u64 limit)
+/* The first iovec with data of the `iovcnt` iovecs at `iov`: its buffer and length (0 when
+ * none could be read). Vectored heads are taken from that iovec alone: a variable offset into
+ * head[] would cost the verifier more than it is worth; the decoders handle the rest of the
+ * call as uncaptured bytes (total_len is exact). */
+static __always_inline __u64 first_iovec(__u64 iov, __u64 iovcnt, __u64 *len)
 {
-	__u32 off = 0;
-
-	if (limit > WIRE_HEAD_MAX)
-		limit = WIRE_HEAD_MAX;
 	for (int i = 0; i < WIRE_MAX_IOVECS; i++) {
 		struct wire_iovec v;
-		__u32 n;
 
-		if (i >= iovcnt || off >= limit)
+		if (i >= iovcnt)
 			break;
 		if (bpf_probe_read_user(&v, sizeof(v), (void *)(iov + i * sizeof(v))))
 			break;
-		n = limit - off;
-		if (v.len < n)
-			n = v.len;
-		barrier_var(n);
-		if (n == 0)
-			continue;
-		if (n > WIRE_HEAD_MAX || off >= WIRE_HEAD_MAX)
-			break;
-		if (bpf_probe_read_user(&s->chunk.head[off & (WIRE_HEAD_MAX - 1)], n, (void *)v.base))
-			break;
-		off += n;
+		if (v.len) {
+			*len = v.len;
+			return v.base;
+		}
 	}
-	return off;
+	*len = 0;
+	return 0;
 }
 
 static __always_inline bool is_upper(__u8 c)
@@ -322,48 +312,50 @@ static __always_inline int on_exit(struct sys_exit_ctx *ctx, __u32 nr)
 	c->syscall = nr;
 	c->_pad = 0;
 
+	__builtin_memset(c->head, 0, sizeof(c->head));
+	__builtin_memset(c->tail, 0, sizeof(c->tail));
 	{
+		__u64 src = p->ptr, avail = ret;
 		__u64 limit = p->class == WIRE_CLASS_HTTP ? http_head_bytes : head_bytes;
 
+		if (p->iovcnt) {
+			__u64 first = 0;
+
+			src = first_iovec(p->ptr, p->iovcnt, &first);
+			if (first < avail)
+				avail = first;
+		}
 		if (p->class == WIRE_CLASS_HTTP && limit > WIRE_HTTP_HEAD_MAX)
 			limit = WIRE_HTTP_HEAD_MAX;
-		if (limit > (__u64)ret)
-			limit = ret;
-		if (p->iovcnt)
-			head_len = copy_vectored(s, p->ptr, p->iovcnt, limit);
-		else
-			head_len = copy_contiguous(s, p->ptr, limit);
-	}
-	if (head_len == 0)
-		count_stat(WIRE_STAT_READ_FAILURES);
-	if (p->class == WIRE_CLASS_HTTP) {
-		__u32 kept = http_start_line(s, head_len, p->direction);
+		if (limit > avail)
+			limit = avail;
+		head_len = src ? copy_contiguous(s, src, limit) : 0;
+		if (head_len == 0)
+			count_stat(WIRE_STAT_READ_FAILURES);
+		if (p->class == WIRE_CLASS_HTTP) {
+			__u32 kept = http_start_line(s, head_len, p->direction);
 
-		if (head_len && !kept)
-			count_stat(WIRE_STAT_HTTP_NO_START_LINE);
-		head_len = kept;
-	} else if (!p->iovcnt && (__u64)ret > head_len && tail_bytes > 0) {
-		__u64 t = (__u64)ret - head_len;
+			if (head_len && !kept)
+				count_stat(WIRE_STAT_HTTP_NO_START_LINE);
+			if (kept < head_len) {
+				/* Nothing past the start line leaves the kernel: clear and copy
+				 * only the start line again. */
+				__builtin_memset(c->head, 0, sizeof(c->head));
+				head_len = kept ? copy_contiguous(s, src, kept) : 0;
+			}
+		} else if (!p->iovcnt && (__u64)ret > head_len && tail_bytes > 0) {
+			__u64 t = (__u64)ret - head_len;
 
-		if (t > tail_bytes)
-			t = tail_bytes;
-		if (t > WIRE_TAIL_MAX)
-			t = WIRE_TAIL_MAX;
-		tail_len = t;
-		barrier_var(tail_len);
-		if (tail_len == 0 || tail_len > WIRE_TAIL_MAX ||
-		    bpf_probe_read_user(c->tail, tail_len, (void *)(p->ptr + ret - tail_len)))
-			tail_len = 0;
-	}
-	/* Bytes of head[] past head_len are scratch left-overs (possibly HTTP header bytes of
-	 * this call): zero them so that nothing past the start line leaves the kernel. */
-	for (__u32 i = 0; i < WIRE_HEAD_MAX; i++) {
-		if (i >= head_len)
-			c->head[i] = 0;
-	}
-	for (__u32 i = 0; i < WIRE_TAIL_MAX; i++) {
-		if (i >= tail_len)
-			c->tail[i] = 0;
+			if (t > tail_bytes)
+				t = tail_bytes;
+			if (t > WIRE_TAIL_MAX)
+				t = WIRE_TAIL_MAX;
+			tail_len = t;
+			barrier_var(tail_len);
+			if (tail_len == 0 || tail_len > WIRE_TAIL_MAX ||
+			    bpf_probe_read_user(c->tail, tail_len, (void *)(p->ptr + ret - tail_len)))
+				tail_len = 0;
+		}
 	}
 	c->head_len = head_len;
 	c->tail_len = tail_len;

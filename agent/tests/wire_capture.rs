@@ -1,0 +1,291 @@
+//! Wire capture end to end, for real (root): a throwaway PostgreSQL, target-app as a process,
+//! the agent attached by pid with `collect::Options::wire`, a known number of requests from a
+//! tiny keep-alive client, and the decoded summary checked against target-app/README.md's
+//! measured ground truth (PostgreSQL round trips and pings per request, HTTP requests per
+//! endpoint). Also checks that no `Authorization` value and no request-body byte reaches the
+//! serialized profile.
+//!
+//! Needs `target/release/target-app` beside the test's `profiler` binary
+//! (`cargo build --release -p target-app`).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use profiler::collect::{Collector, Options, Unwind};
+use profiler::profile::{json, Profile};
+use profiler::target::Target;
+use profiler::wire::pg::StatementShape;
+
+/// A token-looking marker sent in every `Authorization` header: must never reach a profile.
+const SECRET_TOKEN_MARK: &str = "wIrEsEcReTtOkEn";
+/// A marker in every request body: must never reach a profile.
+const SECRET_BODY_MARK: &str = "wIrEbOdYsEcReT";
+
+struct App {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_app(db_url: &str, costs: &str) -> App {
+    let profiler = env!("CARGO_BIN_EXE_profiler");
+    let app = Path::new(profiler).with_file_name("target-app");
+    assert!(app.is_file(), "{} missing: cargo build --release -p target-app", app.display());
+    let mut child = Command::new(&app)
+        .env("DATABASE_URL", db_url)
+        .env("JWT_SECRET", bench::DEFAULT_JWT_SECRET)
+        .env("PORT", "0")
+        .env("HOST", "127.0.0.1")
+        .env("CRM_COSTS", costs)
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn target-app");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let port = loop {
+        line.clear();
+        let n = stderr.read_line(&mut line).unwrap();
+        assert!(n > 0, "target-app exited before listening");
+        // `target-app: listening on http://127.0.0.1:PORT (CRM_COSTS=..., pool N)`
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            let addr = rest.split_whitespace().next().unwrap();
+            break addr.rsplit(':').next().unwrap().parse::<u16>().unwrap();
+        }
+    };
+    // Keep draining stderr so that the app never blocks on a full pipe.
+    std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = stderr.read_to_end(&mut sink);
+    });
+    App { child, port }
+}
+
+/// One request on a keep-alive connection; returns the status. Reads the whole response
+/// (Content-Length framing, which target-app uses for every response).
+fn request(conn: &mut BufReader<TcpStream>, method: &str, path: &str, token: &str, body: Option<&str>) -> u16 {
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n");
+    if let Some(b) = body {
+        req.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}", b.len()));
+    } else {
+        req.push_str("\r\n");
+    }
+    conn.get_mut().write_all(req.as_bytes()).unwrap();
+    let mut status_line = String::new();
+    conn.read_line(&mut status_line).unwrap();
+    let status: u16 = status_line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let mut len = None;
+    loop {
+        let mut h = String::new();
+        conn.read_line(&mut h).unwrap();
+        if h == "\r\n" || h.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                len = Some(v.trim().parse::<usize>().unwrap());
+            }
+        }
+    }
+    let mut body = vec![0; len.expect("Content-Length")];
+    conn.read_exact(&mut body).unwrap();
+    status
+}
+
+fn connect(port: u16) -> BufReader<TcpStream> {
+    let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_nodelay(true).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    BufReader::new(s)
+}
+
+/// Attaches to `app` with the wire capture on, runs `work`, waits for the pings sqlx sends
+/// after the last response (on release), and returns the symbolized profile and its JSON.
+fn capture(app: &App, db_port: u16, work: impl FnOnce()) -> (Profile, String) {
+    let target = Target::Pid(app.child.id()).resolve().expect("resolve");
+    let options = Options {
+        frequency_hz: 49,
+        offcpu: false,
+        syscalls: true,
+        unwind: Unwind::Fp,
+        wire: true,
+        db_port,
+        ..Default::default()
+    };
+    let collector = Collector::start(&target, &options).expect("attach");
+    work();
+    std::thread::sleep(Duration::from_millis(700));
+    let raw = collector.finish(&target, None).expect("finish");
+    let profile = profiler::symbolize::symbolize(raw);
+    let text = String::from_utf8(json::to_vec(&profile)).unwrap();
+    (profile, text)
+}
+
+fn report(label: &str, p: &Profile) {
+    let w = p.wire.as_ref().unwrap();
+    eprintln!(
+        "{label}: http requests {} responses {} endpoints {:?}; pg connections opened {} round trips {} (answered {}) pings {} by kind {:?}, statements {:?}",
+        w.http.requests,
+        w.http.responses,
+        w.http.endpoints.iter().map(|e| (&e.endpoint, e.requests)).collect::<Vec<_>>(),
+        w.pg.connections,
+        w.pg.round_trips,
+        w.pg.round_trips_answered,
+        w.pg.pings,
+        w.pg.by_kind,
+        w.pg.statements.iter().map(|s| (s.shape.to_string(), s.executions)).collect::<Vec<_>>()
+    );
+    eprintln!("{label}: capture {:?}", p.meta.wire);
+    let syscalls: Vec<_> = p.syscalls.iter().take(12).map(|s| (&s.name, s.count, s.eagain)).collect();
+    eprintln!("{label}: syscalls (name, count, eagain) {syscalls:?}");
+}
+
+fn assert_private(label: &str, text: &str) {
+    assert!(!text.contains(SECRET_TOKEN_MARK), "{label}: an Authorization value reached the profile");
+    assert!(!text.contains(SECRET_BODY_MARK), "{label}: a request-body byte reached the profile");
+}
+
+/// `GET /db`: N requests on 4 keep-alive connections, one at a time.
+fn db_run(pg: &bench::pg::TempPostgres, db_url: &str, costs: &str) -> (Profile, String, u64) {
+    const N: u64 = 200;
+    let app = start_app(db_url, costs);
+    let token = format!("{SECRET_TOKEN_MARK}.x.y");
+    let work = |n: u64| {
+        let mut conns: Vec<_> = (0..4).map(|_| connect(app.port)).collect();
+        for i in 0..n {
+            let c = &mut conns[(i % 4) as usize];
+            assert_eq!(request(c, "GET", "/db", &token, None), 200);
+        }
+    };
+    // Warm-up the profile does not see, with the same pattern: the pool opens the
+    // connections this pattern needs and prepares the statement on each (a request served
+    // by a fresh connection has a prepare round trip instead of the ping before checkout).
+    work(N);
+    std::thread::sleep(Duration::from_millis(300));
+    let (p, text) = capture(&app, pg.port(), || work(N));
+    (p, text, N)
+}
+
+#[test]
+fn db_requests_round_trips_and_pings_match_the_ground_truth() {
+    let started = Instant::now();
+    let pg = bench::pg::TempPostgres::start().expect("postgres");
+    let url = pg.create_seeded_db("crm").expect("seed");
+
+    // CRM_COSTS=all: 3 round trips per /db request, 2 of them pings (README table).
+    let (p, text, n) = db_run(&pg, &url, "all");
+    report("GET /db all", &p);
+    assert_private("GET /db all", &text);
+    let w = p.wire.as_ref().expect("wire summary");
+    let cap = p.meta.wire.as_ref().expect("wire report");
+    assert_eq!(cap.ringbuf_dropped, 0);
+    assert_eq!(w.http.requests, n, "HTTP requests seen");
+    assert_eq!(w.requests_of("GET /db"), n);
+    assert_eq!(w.http.responses, n);
+    assert_eq!(w.pg.round_trips, 3 * n, "round trips, all");
+    assert_eq!(w.pg.pings, 2 * n, "pings, all");
+    assert_eq!(w.pg.round_trips_answered, 3 * n);
+    let per = w.per_request(w.http.requests).unwrap();
+    assert_eq!((per.round_trips, per.pings), (3.0, 2.0));
+    // The statement was prepared during the warm-up: its executions are reported as such.
+    assert_eq!(w.pg.statement_executions, n);
+
+    // all,-pool-ping: 2 round trips per request, 1 ping (the release ping).
+    let (p, text, n) = db_run(&pg, &url, "all,-pool-ping");
+    report("GET /db all,-pool-ping", &p);
+    assert_private("GET /db all,-pool-ping", &text);
+    let w = p.wire.as_ref().expect("wire summary");
+    assert_eq!(w.http.requests, n);
+    assert_eq!(w.requests_of("GET /db"), n);
+    assert_eq!(w.pg.round_trips, 2 * n, "round trips, -pool-ping");
+    assert_eq!(w.pg.pings, n, "pings, -pool-ping");
+    eprintln!("db test took {:?}", started.elapsed());
+    pg.stop().unwrap();
+}
+
+/// `POST /api/deals` on a fresh app: a first capture of a few cold requests (every statement
+/// is prepared inside it, so the shapes are seen as SQL), then a warm-up the profile does not
+/// see, then a second capture of N requests in the steady state (the counts).
+fn deals_run(pg: &bench::pg::TempPostgres, db_url: &str, costs: &str) -> (Profile, Profile, u64) {
+    const N: u64 = 100;
+    let app = start_app(db_url, costs);
+    let token = bench::token::mint_valid(bench::DEFAULT_JWT_SECRET, 1);
+    let work = |n: u64| {
+        let mut conns: Vec<_> = (0..2).map(|_| connect(app.port)).collect();
+        for i in 0..n {
+            let body = format!(r#"{{"title":"{SECRET_BODY_MARK} {i}","amount_cents":{},"stage":"lead"}}"#, 1000 + i);
+            let c = &mut conns[(i % 2) as usize];
+            assert_eq!(request(c, "POST", "/api/deals", &token, Some(&body)), 201);
+        }
+    };
+    let (cold, cold_text) = capture(&app, pg.port(), || work(4));
+    assert_private(&format!("POST /api/deals {costs} cold"), &cold_text);
+    assert!(!cold_text.contains(&token), "{costs}: the bearer token reached the profile");
+    work(N);
+    std::thread::sleep(Duration::from_millis(300));
+    let (p, text) = capture(&app, pg.port(), || work(N));
+    assert_private(&format!("POST /api/deals {costs}"), &text);
+    assert!(!text.contains(&token), "{costs}: the bearer token reached the profile");
+    (cold, p, N)
+}
+
+/// Round trips and pings of `n` requests against the README's `round_trips` and `pings` per
+/// request. Exact when the pool opened no PostgreSQL connection during the capture. When it
+/// did (sqlx replaces connections now and then), each new connection adds one start-up and
+/// one prepare-only round trip per statement (its first use), which the ground truth (steady
+/// state) does not count, and with `pool-ping` on its first checkout has no ping (sqlx tests
+/// only idle connections): those are allowed for, and no more.
+fn assert_steady_counts(label: &str, w: &profiler::wire::WireSummary, n: u64, round_trips: u64, pings: u64, pool_ping: bool) {
+    let fresh = w.pg.connections;
+    if fresh == 0 {
+        assert_eq!(w.pg.round_trips, round_trips * n, "{label}: round trips");
+        assert_eq!(w.pg.pings, pings * n, "{label}: pings");
+        return;
+    }
+    let skipped_pings = if pool_ping { fresh } else { 0 };
+    assert_eq!(w.pg.round_trips - w.pg.by_kind.prepare, round_trips * n - skipped_pings, "{label}: round trips ({fresh} new connections)");
+    assert!(w.pg.pings <= pings * n && w.pg.pings >= pings * n - skipped_pings, "{label}: pings {} ({fresh} new connections)", w.pg.pings);
+}
+
+fn has_set_config(p: &Profile) -> bool {
+    p.wire.as_ref().unwrap().pg.statements.iter().any(|s| matches!(&s.shape, StatementShape::Sql { text, .. } if text.contains("set_config")))
+}
+
+#[test]
+fn deal_inserts_round_trips_and_set_config_match_the_ground_truth() {
+    let pg = bench::pg::TempPostgres::start().expect("postgres");
+    let url = pg.create_seeded_db("crm").expect("seed");
+
+    // all: 7 round trips per insert, 2 pings, one committed transaction, set_config shape.
+    let (cold, p, n) = deals_run(&pg, &url, "all");
+    report("POST /api/deals all (cold)", &cold);
+    report("POST /api/deals all", &p);
+    assert!(has_set_config(&cold), "set_config shape missing with actor-set-config on");
+    let w = p.wire.as_ref().unwrap();
+    assert_eq!(w.requests_of("POST /api/deals"), n);
+    assert_steady_counts("all", w, n, 7, 2, true);
+    assert_eq!(w.pg.transactions.ended, n);
+    assert_eq!(w.pg.transactions.committed, n);
+
+    // none: 5 round trips, 1 ping, no set_config.
+    let (cold, p, n) = deals_run(&pg, &url, "none");
+    report("POST /api/deals none (cold)", &cold);
+    report("POST /api/deals none", &p);
+    assert!(!has_set_config(&cold), "set_config shape present with actor-set-config off");
+    assert!(cold.wire.as_ref().unwrap().pg.statements.iter().any(|s| s.shape.to_string().starts_with("INSERT INTO deals")), "INSERT shape missing");
+    let w = p.wire.as_ref().unwrap();
+    assert_eq!(w.requests_of("POST /api/deals"), n);
+    assert_steady_counts("none", w, n, 5, 1, false);
+    assert_eq!(w.pg.transactions.committed, n);
+    pg.stop().unwrap();
+}
