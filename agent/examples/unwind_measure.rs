@@ -77,7 +77,7 @@ fn main() {
         *leaves.entry(name).or_default() += s.count;
     }
     let mut leaves: Vec<(String, u64)> = leaves.into_iter().collect();
-    leaves.sort_by(|a, b| b.1.cmp(&a.1));
+    leaves.sort_by_key(|l| std::cmp::Reverse(l.1));
     leaves.truncate(8);
     let out = serde_json::json!({
         "unwind": unwind.as_str(),

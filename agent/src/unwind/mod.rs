@@ -255,7 +255,7 @@ impl Unwinder {
                 (Some(self.modules.vdso()), "[vdso]".to_owned())
             } else if m.path.starts_with('/') {
                 let map_file = self.proc_root.join(pid.to_string()).join("map_files").join(format!("{:x}-{:x}", m.start, m.end));
-                let name = file_name(&m.path);
+                let name = file_name(m.path);
                 (Some(self.modules.get(&map_file, &name)), name)
             } else {
                 // Anonymous executable memory (JIT), [vsyscall], ...: no tables.
