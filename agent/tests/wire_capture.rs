@@ -110,7 +110,8 @@ fn connect(port: u16) -> BufReader<TcpStream> {
 }
 
 /// Attaches to `app` with the wire capture on, runs `work`, waits for the pings sqlx sends
-/// after the last response (on release), and returns the symbolized profile and its JSON.
+/// after the last response (on release), and returns the symbolized profile and the text of
+/// every file `render::write_all` writes for it (profile.json, wire.json, ...).
 fn capture(app: &App, db_port: u16, work: impl FnOnce()) -> (Profile, String) {
     let target = Target::Pid(app.child.id()).resolve().expect("resolve");
     let options = Options {
@@ -122,12 +123,37 @@ fn capture(app: &App, db_port: u16, work: impl FnOnce()) -> (Profile, String) {
         db_port,
         ..Default::default()
     };
+    // BPF run statistics, printed for agent-ebpf/README.md (two clock reads per run).
+    let stats_fd = profiler::collect::enable_run_stats().expect("bpf stats");
     let collector = Collector::start(&target, &options).expect("attach");
+    let t0 = Instant::now();
     work();
     std::thread::sleep(Duration::from_millis(700));
+    let secs = t0.elapsed().as_secs_f64();
+    for s in collector.program_stats() {
+        if s.run_count > 0 && (s.program.starts_with("on_enter") || s.program.starts_with("on_exit") || s.program.starts_with("on_sys")) {
+            eprintln!(
+                "bpf stats: {:<18} {:>9} runs ({:>8.0}/s) {:>6} ns/run",
+                s.program,
+                s.run_count,
+                s.run_count as f64 / secs,
+                s.run_time_ns / s.run_count
+            );
+        }
+    }
+    drop(stats_fd);
     let raw = collector.finish(&target, None).expect("finish");
     let profile = profiler::symbolize::symbolize(raw);
-    let text = String::from_utf8(json::to_vec(&profile)).unwrap();
+    let mut text = String::from_utf8(json::to_vec(&profile)).unwrap();
+    // Every file the agent writes (wire.json included) goes into the privacy check too.
+    let dir = tempfile::tempdir().unwrap();
+    let written = profiler::render::write_all(&profile, dir.path()).expect("render");
+    assert!(written.iter().any(|p| p.ends_with("wire.json")), "wire.json not written");
+    let wire_json: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("wire.json")).unwrap()).unwrap();
+    assert_eq!(wire_json["summary"]["http"]["requests"], profile.wire.as_ref().unwrap().http.requests);
+    for path in written {
+        text.push_str(&String::from_utf8_lossy(&std::fs::read(path).unwrap()));
+    }
     (profile, text)
 }
 

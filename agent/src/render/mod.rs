@@ -7,7 +7,11 @@
 //! - `offcpu.folded`, `offcpu.svg`: off-CPU folded stacks (weights: µs switched out) and their
 //!   flamegraph;
 //! - `profile.pb.gz`, `offcpu.pb.gz`: pprof files of both halves ([`crate::profile::pprof`]);
-//! - `syscalls.json`: syscall counts, rates and latencies ([`syscalls`]).
+//! - `syscalls.json`: syscall counts, rates and latencies ([`syscalls`]);
+//! - `wire.json` (only when the profile has a wire capture): the decoded
+//!   [`crate::wire::WireSummary`] (HTTP requests per endpoint, PostgreSQL round trips, pings,
+//!   statement shapes, transactions), its figures per HTTP request, and the kernel side's
+//!   counters ([`crate::profile::WireCaptureReport`]).
 
 pub mod flamegraph;
 pub mod html;
@@ -183,5 +187,16 @@ pub fn write_all(profile: &Profile, out: &Path) -> Result<Vec<PathBuf>, RenderEr
         serde_json::to_writer_pretty(&mut *w, &syscalls::report(profile))?;
         writeln!(w)
     })?);
+    if let Some(wire) = &profile.wire {
+        let doc = serde_json::json!({
+            "summary": wire,
+            "per_request": wire.per_request(wire.http.requests),
+            "capture": profile.meta.wire,
+        });
+        written.push(write_file(out.join("wire.json"), |w| {
+            serde_json::to_writer_pretty(&mut *w, &doc)?;
+            writeln!(w)
+        })?);
+    }
     Ok(written)
 }
