@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use profiler::collect::{enable_run_stats, Collector, Options};
+use profiler::collect::{enable_run_stats, Collector, Options, Unwind};
 use profiler::target::{cgroup2_mount, ResolvedTarget, Target};
 
 fn wrk(port: &str, seconds: u64) -> f64 {
@@ -50,7 +50,9 @@ impl Mode {
 }
 
 fn options(mode: Mode) -> Option<Options> {
-    let base = Options::default();
+    // The configuration the numbers in agent-ebpf/README.md were taken with: frame-pointer
+    // sampling in the kernel, no wire capture.
+    let base = Options { unwind: Unwind::Fp, wire: false, ..Options::default() };
     match mode {
         Mode::Off => None,
         Mode::Sample => Some(Options { offcpu: false, syscalls: false, ..base }),
@@ -122,7 +124,7 @@ fn main() {
     // Per-program cost from the kernel's BPF run statistics.
     let _stats = enable_run_stats().expect("enable BPF run statistics");
     for (label, target) in [("target = server", &server_target), ("target = idle process", &idle_target)] {
-        let collector = Collector::start(target, &Options::default()).unwrap();
+        let collector = Collector::start(target, &options(Mode::All).unwrap()).unwrap();
         let rps = wrk(&port, seconds);
         println!("\nBPF run statistics, {label} ({rps:.0} req/s with stats on):");
         for s in collector.program_stats() {

@@ -16,11 +16,12 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use attach_support::{example, first_frame_in, function_ranges};
-use profiler::collect::{self, Options, StopReason};
+use profiler::collect::{self, Options, StopReason, Unwind};
 use profiler::target::{cgroup2_mount, Filter, Target, TargetError};
 
 const IMAGE: &str = "profiler-attach-test:ka";
-const FREQUENCY_HZ: u64 = 499;
+/// Prime and far from multiples of the 250 Hz scheduler tick, so samples do not beat with it.
+const FREQUENCY_HZ: u64 = 397;
 
 fn docker(args: &[&str]) -> String {
     let out = Command::new("docker").args(args).output().expect("running docker (is docker.io installed?)");
@@ -90,7 +91,7 @@ fn on_cpu_shares_by_container_name() {
     assert!(!target.path_in_root("/etc/passwd").unwrap().exists());
     assert!(target.path_in_root("/../etc/passwd").is_err());
 
-    let options = Options { frequency_hz: FREQUENCY_HZ, offcpu: false, syscalls: false, ..Default::default() };
+    let options = Options { frequency_hz: FREQUENCY_HZ, offcpu: false, syscalls: false, wire: false, unwind: Unwind::Fp, ..Default::default() };
     let (profile, reason) = collect::run(&mut target, &options, Duration::from_secs(4), &AtomicBool::new(false), |_| {}).unwrap();
     assert_eq!(reason, StopReason::Deadline);
     assert_eq!(profile.meta.cgroup_id, Some(inode));

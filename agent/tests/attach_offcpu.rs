@@ -15,7 +15,7 @@ fn sleeps_add_up_to_one_second() {
     assert_eq!(child.read_line(), "ready");
     let pid = child.pid();
     let target = Target::Pid(pid).resolve().expect("resolve pid");
-    let options = Options { offcpu: true, syscalls: false, offcpu_min_block_ns: 1_000, ..Default::default() };
+    let options = Options { offcpu: true, syscalls: false, offcpu_min_block_ns: 1_000, wire: false, ..Default::default() };
     let collector = Collector::start(&target, &options).expect("start");
     let ranges = function_ranges(&exe, pid, "/ka_known_sleeps", &["profiler_ka_sleepy"]);
     child.send_line("go");
@@ -48,7 +48,7 @@ fn open_wait_is_counted_up_to_the_end() {
     assert_eq!(child.read_line(), "ready");
     let pid = child.pid();
     let target = Target::Pid(pid).resolve().unwrap();
-    let options = Options { offcpu: true, syscalls: false, ..Default::default() };
+    let options = Options { offcpu: true, syscalls: false, wire: false, ..Default::default() };
     let collector = Collector::start(&target, &options).unwrap();
     let ranges = function_ranges(&exe, pid, "/ka_known_sleeps", &["profiler_ka_sleepy"]);
     child.send_line("go");

@@ -15,7 +15,7 @@ fn getppid_count_is_exact() {
     let mut child = Spawned::new(&example("ka_n_syscalls"), &[&N.to_string()]);
     assert_eq!(child.read_line(), "ready");
     let target = Target::Pid(child.pid()).resolve().expect("resolve pid");
-    let options = Options { offcpu: false, syscalls: true, ..Default::default() };
+    let options = Options { offcpu: false, syscalls: true, wire: false, ..Default::default() };
     let collector = Collector::start(&target, &options).expect("start");
 
     // Noise from another process: must not be counted.
@@ -52,7 +52,7 @@ fn errors_and_eagain_are_counted_apart() {
     // The test process itself is the target: a nonblocking read of an empty pipe returns
     // -EAGAIN, a close of a bad fd returns -EBADF.
     let target = Target::Pid(std::process::id()).resolve().unwrap();
-    let options = Options { offcpu: false, syscalls: true, ..Default::default() };
+    let options = Options { offcpu: false, syscalls: true, wire: false, ..Default::default() };
     let collector = Collector::start(&target, &options).unwrap();
     let mut fds = [0i32; 2];
     // SAFETY: valid array of two fds.

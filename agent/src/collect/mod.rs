@@ -160,6 +160,9 @@ pub struct Collector {
     started: Instant,
     started_at: String,
     cpu_at_start: Option<u64>,
+    /// Latest CPU-time reading while the target was alive ([`Collector::note_cpu_time`]),
+    /// used when the target is gone at the end.
+    cpu_last_seen: Option<u64>,
     cpus: u32,
     processes: BTreeMap<u32, Process>,
     /// On-CPU sampling with stack copies (`Unwind::Auto`/`Dwarf`); `sample` then stays unattached.
@@ -369,6 +372,7 @@ impl Collector {
             started,
             started_at,
             cpu_at_start,
+            cpu_last_seen: cpu_at_start,
             cpus: cpus.len() as u32,
             processes: BTreeMap::new(),
             stack_copy,
@@ -439,6 +443,14 @@ impl Collector {
         out
     }
 
+    /// Reads the target's CPU time now and keeps it, so that a target that exits before
+    /// the end still gets a CPU time (called every second by [`run`]).
+    pub fn note_cpu_time(&mut self, target: &ResolvedTarget) {
+        if let Some(ns) = target.cpu_time_ns() {
+            self.cpu_last_seen = Some(ns);
+        }
+    }
+
     /// Time since sampling started.
     pub fn elapsed(&self) -> Duration {
         self.started.elapsed()
@@ -472,7 +484,9 @@ impl Collector {
         };
         let duration = self.started.elapsed();
         let end_ktime = monotonic_ns();
-        let cpu_at_end = target.cpu_time_ns();
+        // A pid target that exited has no /proc/PID/stat any more: its CPU time is then
+        // counted up to the last reading of the run loop (at most a second before the end).
+        let cpu_at_end = target.cpu_time_ns().or(self.cpu_last_seen);
 
         let mut lost = LostCounters::default();
         let on_cpu = drain_on_cpu(&self.sample)?;
@@ -731,6 +745,7 @@ pub fn run(
             if !target.is_alive() {
                 break StopReason::TargetGone;
             }
+            collector.note_cpu_time(target);
         }
     };
     let partial = match (&reason, failure) {

@@ -244,6 +244,9 @@ impl ResolvedTarget {
             return Some(usec * 1000);
         }
         let pids = self.source.pids().ok()?;
+        if pids.is_empty() {
+            return None; // gone: no reading, rather than 0
+        }
         let mut total = 0;
         for pid in pids {
             total += process_cpu_ns(pid)?;
