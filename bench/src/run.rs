@@ -331,6 +331,20 @@ impl Environment {
         Ok(())
     }
 
+    /// Puts the `deals` table back to its seeded state (the conformance gate inserts deals):
+    /// deletes the rows past the seed's [`crate::seed::DEAL_ROWS`] and resets the id sequence,
+    /// so that every measured run lists the same pages. Only for the throwaway server; with
+    /// `--database-url` the database is left as it is. Returns the number of rows deleted.
+    pub fn reset_deals(&self) -> Result<u64, PgError> {
+        let Some(pg) = &self.pg else { return Ok(0) };
+        let n = crate::seed::DEAL_ROWS;
+        let out = pg.psql(
+            "crm",
+            &format!("WITH gone AS (DELETE FROM deals WHERE id > {n} RETURNING 1) SELECT count(*) FROM gone;\nSELECT setval('deals_id_seq', {n});\nVACUUM ANALYZE deals;"),
+        )?;
+        Ok(out.lines().next().and_then(|l| l.trim().parse().ok()).unwrap_or(0))
+    }
+
     /// The app's last log lines.
     pub async fn app_log(&mut self) -> String {
         if let (Some(d), Some(name)) = (&self.docker, &self.container) {
@@ -553,6 +567,10 @@ async fn measure(
         });
     }
     progress.done(&format!("conformance: {} passed, 0 failed", conformance.passed));
+    let deleted = env.reset_deals()?;
+    if deleted > 0 {
+        progress.done(&format!("deals reset to the seed (the gate had inserted {deleted})"));
+    }
 
     let token = crate::token::mint_valid(&opts.jwt_secret, 1);
     let scratch = tempfile::tempdir().map_err(|source| BenchError::Io { path: "<tempdir>".into(), source })?;
