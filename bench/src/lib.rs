@@ -10,6 +10,7 @@ pub mod docker;
 pub mod load;
 pub mod procstat;
 pub mod results;
+pub mod run;
 pub mod pg;
 pub mod seed;
 pub mod token;
