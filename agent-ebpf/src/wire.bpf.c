@@ -42,6 +42,9 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+/* Size of the `wire_chunks` ring buffer, bytes (about 23,000 chunks). */
+#define WIRE_RINGBUF_BYTES (8 * 1024 * 1024)
+
 /* Knobs (u64, like every knob the agent sets). */
 const volatile __u64 db_port = 5432;        /* peer port of PostgreSQL connections */
 const volatile __u64 head_bytes = WIRE_HEAD_MAX;      /* <= WIRE_HEAD_MAX */
@@ -67,7 +70,7 @@ struct {
 /* Chunks for the agent. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 8 * 1024 * 1024);
+	__uint(max_entries, WIRE_RINGBUF_BYTES);
 } wire_chunks SEC(".maps");
 
 /* Counters per CPU, indexed by enum wire_stat_index. */
@@ -283,6 +286,7 @@ static __always_inline int on_exit(struct sys_exit_ctx *ctx, __u32 nr)
 	struct wire_scratch *s;
 	struct wire_chunk *c;
 	__u32 zero = 0, head_len = 0, tail_len = 0;
+	__u64 wakeup;
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
 	__s64 ret;
@@ -359,7 +363,11 @@ static __always_inline int on_exit(struct sys_exit_ctx *ctx, __u32 nr)
 	}
 	c->head_len = head_len;
 	c->tail_len = tail_len;
-	if (bpf_ringbuf_output(&wire_chunks, c, sizeof(*c), 0)) {
+	/* No wake-up per chunk (the agent's drain thread polls every 50 ms); wake it only when
+	 * the buffer is a quarter full, so that a burst cannot fill it between two polls. */
+	wakeup = bpf_ringbuf_query(&wire_chunks, BPF_RB_AVAIL_DATA) > WIRE_RINGBUF_BYTES / 4
+		 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_output(&wire_chunks, c, sizeof(*c), wakeup)) {
 		count_stat(WIRE_STAT_RINGBUF_FULL);
 		return 0;
 	}
