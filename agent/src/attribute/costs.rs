@@ -334,7 +334,7 @@ pub fn ping_on_release(ctx: &Ctx<'_>) -> Option<Finding> {
 /// as its own round trip about once per transaction (wire only).
 pub fn session_setting_round_trip(ctx: &Ctx<'_>) -> Option<Finding> {
     let w = ctx.wire?;
-    let r = regex!(r"(?i)^\s*(select\s+(pg_catalog\.)?set_config\s*\(|set\s+(local\s+|session\s+)?[a-z_][a-z0-9_.]*\s*(=|to)\b)");
+    let r = regex!(r"(?i)^\s*(select\s+(pg_catalog\.)?set_config\s*\(|set\s+(local\s+|session\s+)?[a-z_][a-z0-9_.]*\s*(=|\bto\b))");
     let stats: Vec<_> = w.pg.statements.iter().filter(|s| sql_text(&s.shape).is_some_and(|t| r.is_match(t))).collect();
     let executions: u64 = stats.iter().map(|s| s.executions).sum();
     let round_trips: u64 = stats.iter().map(|s| s.round_trips).sum();
@@ -372,13 +372,17 @@ pub fn spawn_per_request(ctx: &Ctx<'_>) -> Option<Finding> {
     let (spawn_samples, spawn_frames) = ctx.collect(|_, fr| ctx.matching(fr, &spawn));
     let (task_samples, _) = ctx.collect(|_, fr| ctx.matching(fr, &task));
     // The cost itself: the spawn calls, plus the runtime's own work inside those tasks (stacks
-    // whose innermost layer is a tokio layer: harness, wakers, scheduling).
+    // whose innermost user frame is tokio code: harness, wakers, scheduling).
     let (cost_samples, mut frames) = ctx.collect(|si, fr| {
         let s = ctx.matching(fr, &spawn);
         if !s.is_empty() {
             return s;
         }
-        let runtime_self = ctx.attr.stack_self[si].is_some_and(|l| ctx.rules.layers()[l].name.starts_with("tokio"));
+        let _ = si;
+        let leaf_user = fr.iter().rev().find(|&&f| ctx.profile.frames[f as usize].kind == FrameKind::User);
+        let runtime_self = leaf_user
+            .and_then(|&f| ctx.attr.frame_layers[f as usize])
+            .is_some_and(|l| ctx.rules.layers()[l].is_builtin() && ctx.rules.layers()[l].name.starts_with("tokio"));
         if runtime_self {
             ctx.matching(fr, &task)
         } else {

@@ -1,0 +1,264 @@
+//! Each named-cost fingerprint fires on a hand-made profile that has its pattern
+//! (tests/data/attribute/costs/with.txt) and not on one without it (without.txt); the
+//! wire-only ones on hand-made `WireSummary`s. 1000 requests at 1000 Hz, 100 samples in each
+//! file: 1 sample = 1 µs of CPU per request = 1% of the samples.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use profiler::attribute::{rank, Bound, Confidence, Ranking, RankingOptions, RuleSet};
+use profiler::profile::{Frame, FrameKind, Meta, Profile, Stack, StackCount, SyscallStat, SCHEMA_VERSION};
+use profiler::wire::pg::StatementShape;
+use profiler::wire::summary::{PgSummary, StatementStats, TransactionSummary};
+use profiler::wire::WireSummary;
+
+const SEEDED: [&str; 8] = [
+    "pool-ping",
+    "actor-set-config",
+    "spawn-per-request",
+    "global-locks",
+    "metrics-labels",
+    "wide-user-lookup",
+    "double-json-parse",
+    "change-events",
+];
+
+/// Reads the fixture format described at the top of with.txt; returns the profile and the
+/// request count.
+fn load(name: &str) -> (Profile, u64) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/attribute/costs").join(name);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut p = Profile { schema_version: SCHEMA_VERSION, meta: Meta { target: name.into(), ..Meta::default() }, ..Profile::default() };
+    let mut requests = 0;
+    let mut frames: HashMap<String, u32> = HashMap::new();
+    let mut intern = |p: &mut Profile, spec: &str| -> u32 {
+        if let Some(&i) = frames.get(spec) {
+            return i;
+        }
+        let f = if let Some(k) = spec.strip_suffix("_[k]") {
+            Frame { function: k.into(), module: "[kernel]".into(), kind: FrameKind::Kernel, inlined: false, file: None, line: None }
+        } else if let Some((name, file)) = spec.split_once('@') {
+            Frame { function: name.into(), module: "myapp".into(), kind: FrameKind::User, inlined: true, file: Some(file.into()), line: None }
+        } else {
+            Frame { function: spec.into(), module: "myapp".into(), kind: FrameKind::User, inlined: false, file: None, line: None }
+        };
+        p.frames.push(f);
+        let i = (p.frames.len() - 1) as u32;
+        frames.insert(spec.to_string(), i);
+        i
+    };
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        let mut w = line.splitn(2, ' ');
+        let (key, rest) = (w.next().unwrap(), w.next().unwrap_or(""));
+        match key {
+            "requests" => requests = rest.parse().unwrap(),
+            "frequency_hz" => p.meta.frequency_hz = rest.parse().unwrap(),
+            "syscall" => {
+                let (n, c) = rest.split_once(' ').unwrap();
+                p.syscalls.push(SyscallStat { name: n.into(), count: c.parse().unwrap(), ..SyscallStat::default() });
+            }
+            "on" | "off" => {
+                let mut parts = rest.splitn(if key == "on" { 2 } else { 3 }, ' ');
+                let count: u64 = parts.next().unwrap().parse().unwrap();
+                let ns: u64 = if key == "off" { parts.next().unwrap().parse().unwrap() } else { 0 };
+                let ids: Vec<u32> = parts.next().unwrap().split(';').map(|s| intern(&mut p, s)).collect();
+                p.stacks.push(Stack { frames: ids, truncated: false });
+                let sc = StackCount { pid: 1, tid: 1, thread: "w".into(), stack: (p.stacks.len() - 1) as u32, count, total_ns: ns };
+                if key == "on" { p.on_cpu.push(sc) } else { p.off_cpu.push(sc) }
+            }
+            other => panic!("{name}: unknown line {other}"),
+        }
+    }
+    (p, requests)
+}
+
+fn ranked(p: &Profile, requests: u64, wire: Option<&WireSummary>) -> Ranking {
+    let rules = RuleSet::builtin();
+    let opts = RankingOptions { rules: &rules, wire, base_req_per_s: Some(1000.0), label: "t" };
+    rank(p, Some(requests), Bound::Unknown, &opts)
+}
+
+fn cost<'a>(r: &'a Ranking, id: &str) -> Option<&'a profiler::attribute::Finding> {
+    r.costs.iter().map(|c| &c.finding).find(|f| f.id == id)
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-9
+}
+
+#[test]
+fn fixtures_have_100_samples() {
+    for name in ["with.txt", "without.txt"] {
+        let (p, req) = load(name);
+        assert_eq!(p.on_cpu.iter().map(|c| c.count).sum::<u64>(), 100, "{name}");
+        assert_eq!(req, 1000);
+    }
+}
+
+#[test]
+fn frame_based_costs_fire_with_the_pattern() {
+    let (p, req) = load("with.txt");
+    let r = ranked(&p, req, None);
+    let mut ids: Vec<&str> = r.costs.iter().map(|c| c.finding.id.as_str()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, vec!["change-events", "double-json-parse", "global-locks", "metrics-labels", "pool-ping", "spawn-per-request"]);
+    // The wire-only ones say why they were not evaluated.
+    let skipped: Vec<&str> = r.not_evaluated.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(skipped, vec!["actor-set-config", "wide-user-lookup"]);
+}
+
+#[test]
+fn no_seeded_cost_fires_without_the_pattern() {
+    let (p, req) = load("without.txt");
+    let r = ranked(&p, req, None);
+    let ids: Vec<&str> = r.costs.iter().map(|c| c.finding.id.as_str()).collect();
+    assert!(ids.is_empty(), "{ids:?}");
+    // The release ping is reported, as a generic finding.
+    let rel = r.generic.iter().find(|g| g.id == "ping-on-release").expect("ping-on-release");
+    assert_eq!(rel.samples, 5);
+}
+
+#[test]
+fn pool_ping_evidence_by_hand() {
+    let (p, req) = load("with.txt");
+    let f = cost(&ranked(&p, req, None), "pool-ping").unwrap().clone();
+    assert_eq!(f.samples, 5);
+    assert!(close(f.cpu_us_per_request.unwrap(), 5.0));
+    assert!(close(f.cpu_share, 0.05));
+    assert_eq!(f.confidence, Confidence::Medium, "frames only");
+    assert_eq!(f.frames[0].frame, "sqlx_postgres::connection::PgConnection::ping::{{closure}}");
+    // With the wire: 2 pings per request (before checkout + on release) -> high confidence.
+    let mut w = WireSummary::default();
+    w.pg = PgSummary { round_trips: 3000, pings: 2000, ping_latency_total_ns: 40_000_000, ..PgSummary::default() };
+    let f = cost(&ranked(&p, req, Some(&w)), "pool-ping").unwrap().clone();
+    assert_eq!(f.confidence, Confidence::High);
+    assert!(close(f.round_trips_per_request.unwrap(), 2.0));
+    assert!(close(f.db_latency_us_per_request.unwrap(), 40.0));
+    // The wire alone: 2 pings per request fire; 1 (sqlx's release ping) does not.
+    let (q, _) = load("without.txt");
+    assert!(cost(&ranked(&q, req, Some(&w)), "pool-ping").is_some());
+    w.pg.pings = 1000;
+    assert!(cost(&ranked(&q, req, Some(&w)), "pool-ping").is_none());
+}
+
+#[test]
+fn spawn_per_request_evidence_by_hand() {
+    let (p, req) = load("with.txt");
+    let f = cost(&ranked(&p, req, None), "spawn-per-request").unwrap().clone();
+    // 2 samples spawning + 4 samples of runtime self time inside the per-request tasks.
+    assert_eq!(f.samples, 6);
+    assert_eq!(f.confidence, Confidence::High);
+    assert!(f.evidence[0].starts_with("2 of 100"), "{}", f.evidence[0]);
+    assert!(f.evidence[1].starts_with("6 of 100"), "{}", f.evidence[1]);
+    assert!(f.frames.iter().any(|x| x.frame.starts_with("tokio::task::spawn::spawn_inner<")), "{:?}", f.frames);
+}
+
+#[test]
+fn global_locks_evidence_by_hand() {
+    let (p, req) = load("with.txt");
+    let f = cost(&ranked(&p, req, None), "global-locks").unwrap().clone();
+    assert_eq!(f.samples, 3);
+    assert_eq!(f.confidence, Confidence::High, "samples and off-CPU waits");
+    assert!(f.evidence[1].contains("4 waits (80.0 µs in total, 0.080 µs per request)"), "{}", f.evidence[1]);
+    assert!(f.frames.iter().any(|x| x.frame == "myapp::limiter::Limiter::check"), "the caller is named: {:?}", f.frames);
+}
+
+#[test]
+fn metrics_double_parse_and_events_by_hand() {
+    let (p, req) = load("with.txt");
+    let r = ranked(&p, req, None);
+    let m = cost(&r, "metrics-labels").unwrap();
+    assert_eq!((m.samples, m.confidence), (7, Confidence::High));
+    assert!(m.evidence.iter().any(|e| e == "getrandom syscalls: 1000 (1.00 per request)"), "{:?}", m.evidence);
+    let d = cost(&r, "double-json-parse").unwrap();
+    assert_eq!((d.samples, d.confidence), (7, Confidence::High));
+    let c = cost(&r, "change-events").unwrap();
+    assert_eq!((c.samples, c.confidence), (3, Confidence::Low));
+    assert!(c.frames.iter().any(|x| x.frame == "myapp::events::publish"), "{:?}", c.frames);
+    assert!(c.evidence[1].starts_with("5 of 100"), "all serialization: {}", c.evidence[1]);
+}
+
+fn stmt(text: &str, executions: u64, round_trips: u64, latency_total_ns: u64) -> StatementStats {
+    StatementStats {
+        shape: StatementShape::Sql { text: text.into(), truncated: false },
+        executions,
+        round_trips,
+        prepares: 0,
+        latency_total_ns,
+        latency_mean_ns: if round_trips > 0 { latency_total_ns / round_trips } else { 0 },
+    }
+}
+
+fn wire(statements: Vec<StatementStats>, transactions: u64) -> WireSummary {
+    let mut w = WireSummary::default();
+    w.pg = PgSummary {
+        round_trips: statements.iter().map(|s| s.round_trips).sum(),
+        statements,
+        transactions: TransactionSummary { ended: transactions, committed: transactions, ..TransactionSummary::default() },
+        ..PgSummary::default()
+    };
+    w
+}
+
+#[test]
+fn session_setting_round_trip_from_the_wire() {
+    let (p, req) = load("without.txt");
+    let with = wire(
+        vec![
+            stmt("BEGIN", 1000, 1000, 0),
+            stmt("SELECT set_config(?, ?, ?)", 1000, 1000, 30_000_000),
+            stmt("INSERT INTO deals (title) VALUES (?) RETURNING id", 1000, 1000, 0),
+        ],
+        1000,
+    );
+    let f = cost(&ranked(&p, req, Some(&with)), "actor-set-config").unwrap().clone();
+    assert_eq!(f.confidence, Confidence::High);
+    assert!(close(f.round_trips_per_request.unwrap(), 1.0));
+    assert!(close(f.db_latency_us_per_request.unwrap(), 30.0));
+    assert!(f.evidence.iter().any(|e| e.starts_with("1.00 per transaction (1000 transactions)")), "{:?}", f.evidence);
+    // `SET LOCAL x = ?` is the same pattern.
+    let set_local = wire(vec![stmt("SET LOCAL app.actor = ?", 900, 900, 0)], 1000);
+    assert!(cost(&ranked(&p, req, Some(&set_local)), "actor-set-config").is_some());
+    // Without the statement, or once in a while only: nothing.
+    let without = wire(vec![stmt("BEGIN", 1000, 1000, 0), stmt("INSERT INTO deals (title) VALUES (?) RETURNING id", 1000, 1000, 0)], 1000);
+    assert!(cost(&ranked(&p, req, Some(&without)), "actor-set-config").is_none());
+    let rare = wire(vec![stmt("SELECT set_config(?, ?, ?)", 10, 10, 0)], 1000);
+    assert!(cost(&ranked(&p, req, Some(&rare)), "actor-set-config").is_none());
+}
+
+#[test]
+fn wide_user_row_from_the_wire() {
+    let (p, req) = load("without.txt");
+    let wide = wire(
+        vec![stmt("SELECT id, email, name, password_hash, totp_secret, recovery_codes, created_at FROM users WHERE id = ?", 1000, 1000, 0)],
+        0,
+    );
+    let f = cost(&ranked(&p, req, Some(&wide)), "wide-user-lookup").unwrap().clone();
+    assert!(f.evidence[0].contains("7 columns incl. password_hash, totp_secret, recovery_codes"), "{}", f.evidence[0]);
+    let star = wire(vec![stmt("SELECT * FROM accounts WHERE id = $1", 1000, 1000, 0)], 0);
+    assert!(cost(&ranked(&p, req, Some(&star)), "wide-user-lookup").is_some());
+    let narrow = wire(vec![stmt("SELECT id, name, email FROM users WHERE id = ?", 1000, 1000, 0)], 0);
+    assert!(cost(&ranked(&p, req, Some(&narrow)), "wide-user-lookup").is_none());
+    // A wide list query is not a single-row lookup per request.
+    let list = wire(vec![stmt("SELECT id, owner_id, title, amount_cents, stage, created_at, updated_at FROM deals ORDER BY created_at DESC LIMIT ? OFFSET ?", 1000, 1000, 0)], 0);
+    assert!(cost(&ranked(&p, req, Some(&list)), "wide-user-lookup").is_none());
+}
+
+#[test]
+fn seeded_ids_are_the_spec_switch_names() {
+    let (p, req) = load("with.txt");
+    let w = wire(
+        vec![
+            stmt("SELECT set_config(?, ?, ?)", 1000, 1000, 0),
+            stmt("SELECT id, email, name, password_hash, totp_secret, recovery_codes, created_at FROM users WHERE id = ?", 1000, 1000, 0),
+        ],
+        1000,
+    );
+    let r = ranked(&p, req, Some(&w));
+    let mut ids: Vec<&str> = r.costs.iter().map(|c| c.finding.id.as_str()).collect();
+    ids.sort_unstable();
+    let mut want = SEEDED.to_vec();
+    want.sort_unstable();
+    assert_eq!(ids, want, "all eight fire with frames and wire together");
+    assert!(r.not_evaluated.is_empty());
+}

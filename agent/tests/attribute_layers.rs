@@ -1,0 +1,118 @@
+//! The layer table on a hand-made profile (tests/data/attribute/layers.profile.json) whose
+//! values were computed by hand:
+//!
+//! 100 samples at 100 Hz (period 10,000 µs), 500 requests, so 1 sample = 20 µs per request.
+//!
+//! | stack (root first)                                   | samples | innermost layer |
+//! |------------------------------------------------------|--------:|-----------------|
+//! | start_thread; tokio run; hyper; Auth::call; jwt; sha2 |  40 (30 + 10, two threads) | jsonwebtoken (sha2 via its file path) |
+//! | start_thread; tokio run; hyper; Auth::call; mi_malloc |  10 | alloc |
+//! | start_thread; tokio run; hyper; serde_json           |  20 | serde_json |
+//! | start_thread; tokio run; hyper; __x64_sys_sendto [k] |  20 | kernel net |
+//! | start_thread; tokio run; hyper; myapp::util::checksum |   8 | hyper (checksum has no rule) |
+//! | [unknown] (truncated)                                |   2 | (no layer) |
+
+use std::path::PathBuf;
+
+use profiler::attribute::layers::UNATTRIBUTED;
+use profiler::attribute::{rank, Attribution, Bound, RankingOptions, RuleSet};
+use profiler::profile::Profile;
+
+fn data(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/attribute").join(name)
+}
+
+fn fixture() -> (Profile, RuleSet) {
+    let p = profiler::profile::json::read(&data("layers.profile.json")).unwrap();
+    let rules = RuleSet::builtin_with_files(&[data("layers.rules.toml")]).unwrap();
+    (p, rules)
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-9
+}
+
+#[test]
+fn self_and_total_by_hand() {
+    let (p, rules) = fixture();
+    let attr = Attribution::new(&p, &rules, Some(500));
+    assert_eq!(attr.samples, 100);
+    assert_eq!(attr.truncated_samples, 2);
+    assert!(close(attr.period_us.unwrap(), 10_000.0));
+    let table = attr.layer_table(&p, &rules);
+    let rows: Vec<(&str, u64, u64)> = table.iter().map(|r| (r.layer.as_str(), r.self_samples, r.total_samples)).collect();
+    assert_eq!(
+        rows,
+        vec![
+            ("jsonwebtoken", 40, 40),
+            ("kernel net", 20, 20),
+            ("serde_json", 20, 20),
+            ("alloc", 10, 10),
+            ("hyper", 8, 98),
+            (UNATTRIBUTED, 2, 2),
+            ("tokio scheduler", 0, 98),
+            ("auth", 0, 50),
+        ]
+    );
+    // Self samples partition the profile; totals do not.
+    assert_eq!(table.iter().map(|r| r.self_samples).sum::<u64>(), 100);
+}
+
+#[test]
+fn shares_errors_and_us_per_request_by_hand() {
+    let (p, rules) = fixture();
+    let attr = Attribution::new(&p, &rules, Some(500));
+    let table = attr.layer_table(&p, &rules);
+    let jwt = table.iter().find(|r| r.layer == "jsonwebtoken").unwrap();
+    assert!(close(jwt.self_share, 0.40));
+    // sqrt(0.4 × 0.6 / 100)
+    assert!(close(jwt.self_share_se, 0.048_989_794_855_663_56), "{}", jwt.self_share_se);
+    // 40 samples × 10,000 µs / 500 requests
+    assert!(close(jwt.self_us_per_request.unwrap(), 800.0));
+    let auth = table.iter().find(|r| r.layer == "auth").unwrap();
+    assert_eq!(auth.category, "app");
+    assert!(close(auth.total_share, 0.50));
+    assert!(close(auth.total_share_se, 0.05));
+    assert!(close(auth.total_us_per_request.unwrap(), 1000.0));
+    assert!(close(auth.self_us_per_request.unwrap(), 0.0));
+    let hyper = table.iter().find(|r| r.layer == "hyper").unwrap();
+    assert!(close(hyper.total_us_per_request.unwrap(), 1960.0));
+    // Without a request count there are no per-request figures, shares stay.
+    let no_req = Attribution::new(&p, &rules, None).layer_table(&p, &rules);
+    assert!(no_req.iter().all(|r| r.self_us_per_request.is_none() && r.total_us_per_request.is_none()));
+    assert!(close(no_req[0].self_share, 0.40));
+}
+
+#[test]
+fn without_app_rules_the_auth_layer_is_unknown_code() {
+    let (p, _) = fixture();
+    let rules = RuleSet::builtin();
+    let attr = Attribution::new(&p, &rules, Some(500));
+    let table = attr.layer_table(&p, &rules);
+    assert!(table.iter().all(|r| r.layer != "auth"));
+    // The alloc stack's innermost match is still alloc; Auth::call is simply not a layer.
+    assert_eq!(table.iter().find(|r| r.layer == "alloc").unwrap().self_samples, 10);
+}
+
+#[test]
+fn generic_findings_by_hand() {
+    let (p, rules) = fixture();
+    let opts = RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: "fixture" };
+    let r = rank(&p, Some(500), Bound::Unknown, &opts);
+    assert!(r.costs.is_empty(), "no named cost in this fixture: {:?}", r.costs.iter().map(|c| &c.finding.id).collect::<Vec<_>>());
+    let hot = r.generic.iter().find(|g| g.id == "hot-functions").unwrap();
+    let frames: Vec<(&str, u64)> = hot.frames.iter().map(|f| (f.frame.as_str(), f.samples)).collect();
+    assert_eq!(frames, vec![("myapp::util::checksum", 8), ("[unknown]", 2)]);
+    let alloc = r.generic.iter().find(|g| g.id == "allocation").unwrap();
+    assert_eq!(alloc.samples, 10);
+    assert!(close(alloc.cpu_us_per_request.unwrap(), 200.0));
+    let trunc = r.generic.iter().find(|g| g.id == "truncated-stacks").unwrap();
+    assert_eq!(trunc.samples, 2);
+    assert!(close(trunc.cpu_share, 0.02));
+    assert_eq!(r.syscalls_per_request, vec![("recvfrom".to_string(), 6.0), ("sendto".to_string(), 3.0)]);
+    // 100 samples × 10,000 µs / 500 requests
+    assert!(close(r.cpu_us_per_request.unwrap(), 2000.0));
+    assert!(close(r.sampled_cpu_us.unwrap(), 1_000_000.0));
+    assert!(close(r.measured_cpu_us.unwrap(), 1_000_000.0));
+    assert_eq!(r.requests_source.as_deref(), Some("given"));
+}

@@ -1,0 +1,121 @@
+//! The gain model's arithmetic, the choice of the bound resource, and the files written.
+
+use profiler::attribute::costs::{Confidence, Finding, FindingKind};
+use profiler::attribute::ranking::{predict, render_markdown, GainInputs, SATURATED};
+use profiler::attribute::{cpu_bound_gain, latency_bound_gain, write_ranking, Bound, RankingOptions, RuleSet};
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-9
+}
+
+fn finding(samples: u64, share: f64, cpu_us: Option<f64>, rt: Option<f64>, db_us: Option<f64>) -> Finding {
+    Finding {
+        id: "x".into(),
+        title: "x".into(),
+        kind: FindingKind::NamedCost,
+        confidence: Confidence::High,
+        samples,
+        cpu_share: share,
+        cpu_share_se: 0.0,
+        cpu_us_per_request: cpu_us,
+        round_trips_per_request: rt,
+        db_latency_us_per_request: db_us,
+        frames: Vec::new(),
+        evidence: Vec::new(),
+    }
+}
+
+#[test]
+fn cpu_bound_arithmetic() {
+    // s = 10%: 1/0.9 - 1 = 11.11%; s = 50%: +100%; s = 0: 0; s = 1: unbounded.
+    assert!(close(cpu_bound_gain(0.10), 1.0 / 0.9 - 1.0));
+    assert!(close(cpu_bound_gain(0.5), 1.0));
+    assert!(close(cpu_bound_gain(0.0), 0.0));
+    assert!(cpu_bound_gain(1.0).is_infinite());
+    assert!(close(cpu_bound_gain(-0.1), 0.0));
+}
+
+#[test]
+fn latency_bound_arithmetic() {
+    // Little's law: X = N / L. L = 1000 µs, d = 100 µs: 1000/900 - 1 = 11.11%.
+    assert!(close(latency_bound_gain(1000.0, 100.0), 1000.0 / 900.0 - 1.0));
+    // N = 64 connections at L = 3200 µs give 20,000 req/s; removing 320 µs gives 64/2880 µs
+    // = 22,222 req/s: +11.1%, the same as the formula.
+    let before = 64.0 / 3200e-6;
+    let after = 64.0 / 2880e-6;
+    assert!(close(latency_bound_gain(3200.0, 320.0), after / before - 1.0));
+    assert!(close(latency_bound_gain(1000.0, 0.0), 0.0));
+    assert!(latency_bound_gain(1000.0, 1000.0).is_infinite());
+}
+
+#[test]
+fn bound_classification() {
+    // The app's single CPU 95% busy: app CPU.
+    assert_eq!(Bound::classify((0.95, 1.0), Some((0.3, 1.0)), 64, 3000.0), Bound::AppCpu { used_cpus: 0.95, capacity_cpus: 1.0 });
+    // PostgreSQL 9.0 of 10 CPUs and the app 5.6 of 8: database CPU.
+    assert_eq!(Bound::classify((5.6, 8.0), Some((9.0, 10.0)), 256, 3000.0), Bound::DbCpu { used_cpus: 9.0, capacity_cpus: 10.0 });
+    // Both saturated: the more utilized one.
+    assert!(matches!(Bound::classify((0.9, 1.0), Some((0.99, 1.0)), 64, 1.0), Bound::DbCpu { .. }));
+    // Neither at the threshold: latency at the given concurrency.
+    let just_below = SATURATED - 0.01;
+    assert_eq!(Bound::classify((just_below, 1.0), Some((0.45, 1.0)), 64, 11_024.7), Bound::Latency { connections: 64, latency_us: 11_024.7 });
+    assert!(matches!(Bound::classify((SATURATED, 1.0), None, 64, 1.0), Bound::AppCpu { .. }));
+}
+
+#[test]
+fn predictions_per_bound() {
+    let inputs = GainInputs { round_trips_per_request: Some(3.0), driver_cpu_share: 0.30, cpu_us_per_request: Some(200.0), base_req_per_s: Some(1000.0) };
+    let cpu_cost = finding(100, 0.10, Some(20.0), None, None);
+    let app = Bound::AppCpu { used_cpus: 1.0, capacity_cpus: 1.0 };
+    let g = predict(&cpu_cost, &app, &inputs);
+    assert!(close(g.gain_pct, 100.0 / 9.0), "{}", g.gain_pct);
+    assert!(close(g.predicted_req_per_s.unwrap(), 1000.0 / 0.9));
+    assert_eq!(g.resource, "app_cpu");
+    // A wire-only cost (1 extra of 3 round trips, no samples of its own) under app CPU: its CPU
+    // share is 1/3 of the driver's 30% = 10%.
+    let rt_cost = finding(0, 0.0, None, Some(1.0), Some(50.0));
+    let g = predict(&rt_cost, &app, &inputs);
+    assert!(close(g.share.unwrap(), 0.10), "{:?}", g.share);
+    assert!(close(g.gain_pct, 100.0 / 9.0));
+    // Database CPU: share of round trips 1/3 -> 1/(2/3) - 1 = +50%; an app-CPU cost gains 0.
+    let db = Bound::DbCpu { used_cpus: 1.0, capacity_cpus: 1.0 };
+    assert!(close(predict(&rt_cost, &db, &inputs).gain_pct, 50.0));
+    assert!(close(predict(&cpu_cost, &db, &inputs).gain_pct, 0.0));
+    // Latency 1000 µs: the CPU cost removes 20 µs -> 1000/980 - 1; the wire cost removes its
+    // 50 µs of round trip + 1/3 × 30% × 200 µs = 20 µs of CPU: 70 µs -> 1000/930 - 1.
+    let lat = Bound::Latency { connections: 64, latency_us: 1000.0 };
+    let g = predict(&cpu_cost, &lat, &inputs);
+    assert!(close(g.removed_us.unwrap(), 20.0));
+    assert!(close(g.gain_pct, (1000.0 / 980.0 - 1.0) * 100.0));
+    let g = predict(&rt_cost, &lat, &inputs);
+    assert!(close(g.removed_us.unwrap(), 70.0), "{:?}", g.removed_us);
+    assert!(close(g.gain_pct, (1000.0 / 930.0 - 1.0) * 100.0));
+    // Unknown bound: as app CPU, labelled.
+    assert_eq!(predict(&cpu_cost, &Bound::Unknown, &inputs).resource, "assumed_app_cpu");
+}
+
+#[test]
+fn writes_ranking_md_and_json() {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/attribute/layers.profile.json");
+    let p = profiler::profile::json::read(&path).unwrap();
+    let rules = RuleSet::builtin();
+    let dir = tempfile::tempdir().unwrap();
+    let bound = Bound::Latency { connections: 64, latency_us: 5000.0 };
+    let opts = RankingOptions { rules: &rules, wire: None, base_req_per_s: Some(12_800.0), label: "json" };
+    let r = write_ranking(&p, Some(500), bound, &opts, dir.path()).unwrap();
+    let md = std::fs::read_to_string(dir.path().join("ranking.md")).unwrap();
+    assert!(md.starts_with("# Ranking of named costs: json (pid 100)\n"), "{md}");
+    assert!(md.contains("- bound: latency at 64 connections (mean 5.00 ms"), "{md}");
+    assert!(md.contains("Little's law"), "the model is printed");
+    assert!(md.contains("| jsonwebtoken | auth | 40 | 40.00% ± 4.90 | 800.00 |"), "{md}");
+    assert!(md.contains("No named cost fired."));
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("ranking.json")).unwrap()).unwrap();
+    assert_eq!(json["schema_version"], 1);
+    assert_eq!(json["bound"]["resource"], "latency");
+    assert_eq!(json["requests"], 500);
+    assert_eq!(json["layers"][0]["layer"], "jsonwebtoken");
+    // ranking.json reads back (floats may differ in the last bit: compare what a reader sees).
+    let back: profiler::attribute::Ranking = serde_json::from_value(json).unwrap();
+    assert_eq!((back.samples, back.requests, back.layers.len(), back.generic.len()), (r.samples, r.requests, r.layers.len(), r.generic.len()));
+    assert_eq!(render_markdown(&back), md);
+}
