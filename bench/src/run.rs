@@ -95,6 +95,9 @@ pub struct AppTarget {
     pub base_url: String,
     /// TCP port the app listens on.
     pub port: u16,
+    /// TCP port of the PostgreSQL server the app talks to (the wire capture classifies
+    /// sockets to this peer port as database sockets).
+    pub db_port: u16,
 }
 
 /// A profiling session started before a profiled run and finished after it.
@@ -203,7 +206,7 @@ impl Environment {
             container: None,
             process: None,
             cgroup: None,
-            target: AppTarget { container: None, cgroup: None, pid: 0, base_url: String::new(), port: 0 },
+            target: AppTarget { container: None, cgroup: None, pid: 0, base_url: String::new(), port: 0, db_port: 5432 },
             database_url: String::new(),
             pg_pid: None,
             time_to_ready_ms: 0.0,
@@ -314,6 +317,7 @@ impl Environment {
         }
         self.target.base_url = base_url.clone();
         self.target.port = port;
+        self.target.db_port = db_port_of(&self.database_url).unwrap_or(5432);
 
         let ready = wait_ready(port, Duration::from_secs(60)).await;
         if !ready {
@@ -391,6 +395,17 @@ fn binary_tag(binary: &Path) -> Result<String, BenchError> {
     let meta = std::fs::metadata(binary).map_err(|source| BenchError::Io { path: binary.into(), source })?;
     let mtime = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_secs());
     Ok(format!("{:x}-{:x}", meta.len(), mtime))
+}
+
+/// The port of a `postgres://user:pass@host:PORT/db` URL (5432 when none is given).
+pub fn db_port_of(url: &str) -> Option<u16> {
+    let rest = url.split("://").nth(1)?;
+    let authority = rest.split('/').next()?;
+    let hostport = authority.rsplit('@').next()?;
+    match hostport.rsplit_once(':') {
+        Some((_, port)) if !hostport.ends_with(']') => port.parse().ok(),
+        _ => Some(5432),
+    }
 }
 
 /// `preferred` when it is free on 127.0.0.1, else a free port the kernel picks.
@@ -654,6 +669,15 @@ mod tests {
     fn finds_the_cgroup2_mount() {
         let m = cgroup2_mount().expect("this machine has a cgroup2 mount");
         assert!(m.join("cgroup.procs").exists(), "{}", m.display());
+    }
+
+    #[test]
+    fn database_ports_from_urls() {
+        assert_eq!(db_port_of("postgres://crm:crm@127.0.0.1:40799/crm"), Some(40799));
+        assert_eq!(db_port_of("postgres://crm@localhost/crm"), Some(5432));
+        assert_eq!(db_port_of("postgres://[::1]/crm"), Some(5432));
+        assert_eq!(db_port_of("postgres://u:p@[::1]:6543/crm"), Some(6543));
+        assert_eq!(db_port_of("nonsense"), None);
     }
 
     #[test]

@@ -147,7 +147,7 @@ impl ProfileHook for AgentHook {
             (None, Some(cg)) => Target::Cgroup(cg.clone()),
             (None, None) => Target::Pid(target.pid),
         };
-        let options = collect::Options { frequency_hz: self.frequency_hz, ..Default::default() };
+        let options = collect::Options { frequency_hz: self.frequency_hz, db_port: target.db_port, ..Default::default() };
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let out = out_dir.to_path_buf();
@@ -312,10 +312,13 @@ pub fn run(args: Args) -> Result<u8> {
     if args.serve {
         return runtime.block_on(async {
             let mut env = bench::run::Environment::start(&opts, &progress).await?;
-            let attach = match &env.target.container {
+            let mut attach = match &env.target.container {
                 Some(name) => format!("sudo profiler attach --container {name}"),
                 None => format!("sudo profiler attach --cgroup {}", env.target.cgroup.as_ref().map_or(String::new(), |c| c.display().to_string())),
             };
+            if env.target.db_port != 5432 {
+                attach.push_str(&format!(" --db-port {}", env.target.db_port));
+            }
             eprintln!("bench: serving at {}; database {}", env.target.base_url, env.database_url);
             println!("{attach}");
             eprintln!("bench: Ctrl-C stops the app and the database");
