@@ -413,7 +413,7 @@ mod tests {
     fn builtin_catalog_parses() {
         let set = RuleSet::builtin();
         assert!(set.layers().len() >= 20, "{}", set.layers().len());
-        for name in ["tokio runtime", "sqlx pool", "serde_json", "jsonwebtoken", "std sync", "alloc", "uuid", "metrics"] {
+        for name in ["tokio scheduler", "tokio spawn", "tokio I/O driver", "sqlx pool", "sqlx ping", "hyper", "axum routing", "axum extractors", "tower-http compression", "serde_json", "jsonwebtoken", "std sync", "alloc", "uuid", "metrics"] {
             assert!(set.layer(name).is_some(), "missing layer {name}");
         }
     }
