@@ -172,6 +172,12 @@ impl ProfileHook for AgentHook {
             }
             let profile = symbolize::symbolize(raw);
             render::write_all(&profile, &out).map_err(|e| format!("{e:#}"))?;
+            // ranking.md/json with the wire's request count (if any) and an unknown bound;
+            // `attribute::write_bench_rankings` rewrites them with wrk's count and the bound.
+            let rules = crate::attribute::RuleSet::builtin();
+            let opts = crate::attribute::RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: test.name() };
+            crate::attribute::write_ranking(&profile, None, crate::attribute::Bound::Unknown, &opts, &out)
+                .map_err(|e| format!("writing ranking.md/json: {e}"))?;
             let samples = profile.on_cpu.iter().map(|c| c.count).sum();
             Ok((samples, render::summary(&profile)))
         });
