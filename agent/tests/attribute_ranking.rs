@@ -119,3 +119,34 @@ fn writes_ranking_md_and_json() {
     assert_eq!((back.samples, back.requests, back.layers.len(), back.generic.len()), (r.samples, r.requests, r.layers.len(), r.generic.len()));
     assert_eq!(render_markdown(&back), md);
 }
+
+/// `write_bench_rankings` on the `results.json` of the recorded `--costs all` smoke run (tests
+/// json, db, deals-create), each test folder holding the recorded profile of that test.
+#[test]
+fn bench_rankings_use_wrk_requests_and_the_measured_bound() {
+    use std::io::Read;
+    let data = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/attribute/recorded");
+    let results: bench::results::BenchResults =
+        serde_json::from_slice(&std::fs::read(data.join("all.results.json")).unwrap()).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    for t in ["json", "db", "deals-create"] {
+        let mut bytes = Vec::new();
+        let f = std::fs::File::open(data.join(format!("all-{t}.profile.json.gz"))).unwrap();
+        flate2::read::GzDecoder::new(f).read_to_end(&mut bytes).unwrap();
+        std::fs::create_dir_all(out.path().join(t)).unwrap();
+        std::fs::write(out.path().join(t).join("profile.json"), bytes).unwrap();
+    }
+    let written = profiler::attribute::write_bench_rankings(&results, out.path(), &RuleSet::builtin()).unwrap();
+    assert_eq!(written.len(), 7, "{written:?}");
+    let db: serde_json::Value = serde_json::from_slice(&std::fs::read(out.path().join("db/ranking.json")).unwrap()).unwrap();
+    // The profiled run's completed requests; the median measured run's latency and req/s.
+    assert_eq!(db["requests"], 26885);
+    assert_eq!(db["bound"]["resource"], "latency");
+    assert_eq!(db["bound"]["connections"], 64);
+    assert!((db["bound"]["latency_us"].as_f64().unwrap() - 11024.7).abs() < 1e-6);
+    assert!((db["base_req_per_s"].as_f64().unwrap() - results.tests[1].req_per_s).abs() < 1e-6);
+    let combined = std::fs::read_to_string(out.path().join("ranking.md")).unwrap();
+    for t in ["## json: latency", "## db: latency", "## deals-create: latency", "| `pool-ping` |", "Little's law"] {
+        assert!(combined.contains(t), "{t} missing in:\n{combined}");
+    }
+}
