@@ -51,6 +51,20 @@ pub struct Args {
     /// Do not count syscalls.
     #[arg(long)]
     pub no_syscalls: bool,
+    /// How user stacks are unwound: `auto` (a copy of the user stack unwound with the
+    /// binaries' `.eh_frame`, frame pointers where there is no CFI), `fp` (frame pointers,
+    /// walked in the kernel: cheapest, but stacks stop in code built without them, such as
+    /// Debian's glibc) or `dwarf` (CFI only).
+    #[arg(long, default_value = "auto")]
+    pub unwind: collect::Unwind,
+    /// Do not capture PostgreSQL and HTTP/1 traffic heads (round trips, statement shapes,
+    /// requests per endpoint).
+    #[arg(long)]
+    pub no_wire: bool,
+    /// TCP port of the database server: sockets whose peer has this port are decoded as
+    /// PostgreSQL.
+    #[arg(long, default_value_t = 5432)]
+    pub db_port: u16,
     /// Output directory, created when missing. Default is `reports/<UTC timestamp>-<target>/`.
     #[arg(long, short)]
     pub out: Option<PathBuf>,
@@ -118,6 +132,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         offcpu: !args.no_offcpu,
         offcpu_min_block_ns: args.offcpu_min_block_us.saturating_mul(1_000),
         syscalls: !args.no_syscalls,
+        unwind: args.unwind,
+        wire: !args.no_wire,
+        db_port: args.db_port,
         ..Default::default()
     };
     let unbounded = args.duration == 0;
