@@ -303,6 +303,22 @@ fn write_outputs(results: &BenchResults, out: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Resolves on Ctrl-C (SIGINT) or SIGTERM, so that `kill` cleans up as Ctrl-C does.
+async fn stop_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
+
 /// Runs `profiler bench`. Returns the process exit code (0 clean, 1 failed requests).
 pub fn run(args: Args) -> Result<u8> {
     if unsafe { libc::geteuid() } != 0 {
@@ -327,8 +343,8 @@ pub fn run(args: Args) -> Result<u8> {
             }
             eprintln!("bench: serving at {}; database {}", env.target.base_url, env.database_url);
             println!("{attach}");
-            eprintln!("bench: Ctrl-C stops the app and the database");
-            let _ = tokio::signal::ctrl_c().await;
+            eprintln!("bench: Ctrl-C (or SIGTERM) stops the app and the database");
+            stop_signal().await;
             env.shutdown().await;
             Ok(0)
         });
@@ -340,7 +356,7 @@ pub fn run(args: Args) -> Result<u8> {
     let outcome = runtime.block_on(async {
         tokio::select! {
             r = bench::run::run(&opts, hook_ref, &progress, results.clone()) => r.map_err(anyhow::Error::from),
-            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted (Ctrl-C)")),
+            _ = stop_signal() => Err(anyhow::anyhow!("interrupted (Ctrl-C or SIGTERM)")),
         }
     });
     // Whatever happened, write what was measured. On Ctrl-C the select dropped the run; stop
