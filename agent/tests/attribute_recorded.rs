@@ -123,3 +123,38 @@ fn target_app_layers_are_on_the_request_path() {
     // a spawned task's stacks start at tokio's harness.)
     assert!(total("unit of work") >= total("router, access check, handler"));
 }
+
+/// Profiles recorded with the wire capture on (`--costs all`, db and deals-create), ranked with
+/// the wire's own request count. sqlx prepares its statements when a connection opens, before
+/// the profiled run attaches, so the wire shows `prepared before attach` names, not SQL: the
+/// shape-based fingerprints (`actor-set-config`, `wide-user-lookup`) are evaluated and cannot
+/// fire on these captures.
+#[test]
+fn wire_capture_counts_pings_per_request() {
+    let rules = RuleSet::builtin();
+    for t in ["db", "deals-create"] {
+        let p = load(&format!("all-wire-{t}"));
+        let w = p.wire.as_ref().expect("recorded with the wire capture");
+        let requests = w.http.requests;
+        // Ground truth (target-app cost tests): 2 pings per checkout with the cost, one of them
+        // on release; db and deals-create check out one connection per request.
+        assert_eq!(w.pg.pings, 2 * requests, "{t}");
+        let opts = RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: t };
+        let r = rank(&p, None, Bound::Unknown, &opts);
+        assert_eq!((r.requests, r.requests_source.as_deref()), (Some(requests), Some("wire")));
+        assert!(r.not_evaluated.is_empty());
+        let ping = r.costs.iter().find(|c| c.finding.id == "pool-ping").expect("pool-ping");
+        assert_eq!(ping.finding.confidence, profiler::attribute::Confidence::High);
+        // The before-checkout share of the pings, split by frame samples: between 0 and 2.
+        let rt = ping.finding.round_trips_per_request.unwrap();
+        assert!(rt > 0.3 && rt < 1.7, "{t}: {rt}");
+        for id in ["actor-set-config", "wide-user-lookup"] {
+            assert!(r.costs.iter().all(|c| c.finding.id != id), "{t}: {id} cannot fire on prepared-before-attach shapes");
+        }
+    }
+    // deals-create: one transaction per request (BEGIN, 3 statements, COMMIT = 5 round trips).
+    let p = load("all-wire-deals-create");
+    let w = p.wire.as_ref().unwrap();
+    assert_eq!(w.pg.transactions.ended, w.http.requests);
+    assert_eq!(w.pg.transactions.round_trips, 5 * w.http.requests);
+}

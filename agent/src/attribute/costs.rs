@@ -277,6 +277,10 @@ pub fn pool_ping(ctx: &Ctx<'_>) -> Option<Finding> {
     });
     let wire = ctx.wire.filter(|w| w.pg.round_trips > 0);
     let pings_per_req = wire.and_then(|w| ctx.per_request(w.pg.pings as f64));
+    // The wire cannot tell a ping before checkout from one on release; when the frames show
+    // both, the pings are split by their sample counts (an estimate, said so in the evidence).
+    let release_samples = ping_on_release(ctx).map_or(0, |f| f.samples);
+    let before_fraction = if samples + release_samples > 0 { samples as f64 / (samples + release_samples) as f64 } else { 1.0 };
     let frame_fires = samples >= MIN_SAMPLES;
     // On the wire a ping before checkout and one on release look alike: the wire alone fires
     // only when there are more pings than one per request (the release ping sqlx 0.8 always
@@ -300,8 +304,14 @@ pub fn pool_ping(ctx: &Ctx<'_>) -> Option<Finding> {
             w.pg.round_trips,
             pings_per_req.map_or(String::new(), |p| format!(", {p:.2} per request"))
         ));
-        f.round_trips_per_request = pings_per_req;
-        f.db_latency_us_per_request = ctx.per_request(lat_us);
+        if release_samples > 0 {
+            f.evidence.push(format!(
+                "{:.0}% of the driver's ping samples are before checkout ({samples}) and the rest on release ({release_samples}): the pings before checkout are estimated as that share of all pings",
+                before_fraction * 100.0
+            ));
+        }
+        f.round_trips_per_request = pings_per_req.map(|p| p * before_fraction);
+        f.db_latency_us_per_request = ctx.per_request(lat_us * before_fraction);
     } else {
         f.evidence.push("no wire capture: the ping count per request is not measured".into());
     }
