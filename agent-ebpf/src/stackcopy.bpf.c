@@ -37,9 +37,10 @@ struct {
  * records of sizeof(struct stack_sample) (about 68 KiB each, whatever was copied): more than a
  * second of samples at 99 Hz on 2 CPUs. When it is full, samples are counted in
  * lost[LOST_RINGBUF_FULL]. */
+#define STACK_SAMPLES_BYTES (16 * 1024 * 1024)
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 16 * 1024 * 1024);
+	__uint(max_entries, STACK_SAMPLES_BYTES);
 } stack_samples SEC(".maps");
 
 SEC("perf_event")
@@ -118,6 +119,9 @@ int on_cpu_sample_stack_copy(struct bpf_perf_event_data *ctx)
 		count_lost(LOST_STACK_COPY_FAILURES);
 	s->stack_len = len;
 	s->flags = flags;
-	bpf_ringbuf_submit(s, 0);
+	/* No wake-up per sample (the agent's drain thread polls every 50 ms); wake it when the
+	 * buffer is a quarter full. */
+	bpf_ringbuf_submit(s, bpf_ringbuf_query(&stack_samples, BPF_RB_AVAIL_DATA) > STACK_SAMPLES_BYTES / 4
+				      ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 	return 0;
 }
