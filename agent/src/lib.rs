@@ -10,5 +10,5 @@ pub mod profile;
 pub mod render;
 pub mod symbolize;
 pub mod target;
-pub mod wire;
 pub mod unwind;
+pub mod wire;
