@@ -40,9 +40,10 @@ fn getppid_count_is_exact() {
     // getppid is a few hundred ns at most; allow for preemption on a busy 2-CPU host.
     assert!(mean_ns > 20 && mean_ns < 50_000, "mean latency {mean_ns} ns");
 
-    // The child's other calls are there too: the read of the start line and the write of
-    // the `done` line.
-    assert!(profile.syscalls.iter().any(|s| s.name == "read" && s.count >= 1), "{:?}", profile.syscalls);
+    // The child's other calls are there too: the write of the `done` line. (Its read of the
+    // `go` line is not asserted: the child is usually already blocked in that read when the
+    // programs attach, and a call entered before the attach has no entry timestamp, so
+    // syscalls.bpf.c leaves it out rather than count a wrong latency.)
     assert!(profile.syscalls.iter().any(|s| s.name == "write" && s.count >= 1), "{:?}", profile.syscalls);
     assert_eq!(profile.lost.samples_dropped, 0);
 }

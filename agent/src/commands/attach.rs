@@ -65,6 +65,10 @@ pub struct Args {
     /// PostgreSQL.
     #[arg(long, default_value_t = 5432)]
     pub db_port: u16,
+    /// Extra attribution rules (TOML) added to the built-in catalog for `ranking.md`; a layer
+    /// of the same name replaces the built-in one. Errors name the file and line.
+    #[arg(long)]
+    pub rules: Vec<PathBuf>,
     /// Output directory, created when missing. Default is `reports/<UTC timestamp>-<target>/`.
     #[arg(long, short)]
     pub out: Option<PathBuf>,
@@ -106,6 +110,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!("--frequency must be between 1 and 10000 Hz, got {}", args.frequency);
     }
     let target = args.target();
+    // Read the rules before attaching: a bad rules file is reported before anything runs.
+    let rules = crate::attribute::RuleSet::builtin_with_files(&args.rules).map_err(|e| anyhow::anyhow!("{e}"))?;
     let out = args.out.clone().unwrap_or_else(|| {
         PathBuf::from("reports").join(format!("{}-{}", chrono::Utc::now().format("%Y%m%dT%H%M%SZ"), slug(&target)))
     });
@@ -171,6 +177,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for path in &written {
         tracing::info!(path = %path.display(), "wrote");
     }
+    // The ranking: layers and named costs per request (requests from the wire capture, when it
+    // saw HTTP traffic); the bounding resource is unknown without a load generator's figures.
+    let ranking_opts = crate::attribute::RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: "" };
+    crate::attribute::write_ranking(&profile, None, crate::attribute::Bound::Unknown, &ranking_opts, &out)
+        .with_context(|| format!("cannot write ranking.md into {}", out.display()))?;
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(render::summary(&profile).as_bytes())?;
     writeln!(stdout, "files: {}", out.display())?;

@@ -93,6 +93,10 @@ pub struct Args {
     /// Start the database and the app, print the attach command line, wait for Ctrl-C.
     #[arg(long)]
     pub serve: bool,
+    /// Extra attribution rules (TOML), added to the built-in catalog and target-app's own
+    /// rules (`target-app/rules.toml`); a layer of the same name replaces the earlier one.
+    #[arg(long)]
+    pub rules: Vec<PathBuf>,
     /// Shared JWT secret of the app and the load scripts.
     #[arg(long, default_value = bench::DEFAULT_JWT_SECRET)]
     pub jwt_secret: String,
@@ -138,6 +142,7 @@ impl ProfileSession for AgentSession {
 /// Attaches the agent (on-CPU, off-CPU, syscalls) to the app for each profiled run.
 struct AgentHook {
     frequency_hz: u64,
+    rules: Arc<crate::attribute::RuleSet>,
 }
 
 impl ProfileHook for AgentHook {
@@ -151,6 +156,7 @@ impl ProfileHook for AgentHook {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let out = out_dir.to_path_buf();
+        let rules = self.rules.clone();
         let (attached_tx, attached_rx) = mpsc::channel::<()>();
         // Target::resolve talks to Docker on a runtime of its own: it must run outside ours.
         let handle = std::thread::spawn(move || -> Result<(u64, String), String> {
@@ -174,7 +180,6 @@ impl ProfileHook for AgentHook {
             render::write_all(&profile, &out).map_err(|e| format!("{e:#}"))?;
             // ranking.md/json with the wire's request count (if any) and an unknown bound;
             // `attribute::write_bench_rankings` rewrites them with wrk's count and the bound.
-            let rules = crate::attribute::RuleSet::builtin();
             let opts = crate::attribute::RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: test.name() };
             crate::attribute::write_ranking(&profile, None, crate::attribute::Bound::Unknown, &opts, &out)
                 .map_err(|e| format!("writing ranking.md/json: {e}"))?;
@@ -294,11 +299,34 @@ fn build_app(progress: &dyn Progress) -> Result<()> {
     Ok(())
 }
 
-fn write_outputs(results: &BenchResults, out: &Path) -> Result<()> {
+/// The rules of a bench run: the built-in catalog, target-app's own layers (when the sources
+/// are beside this binary) and `--rules` files, in that order.
+fn bench_rules(extra: &[PathBuf]) -> Result<crate::attribute::RuleSet> {
+    let mut files: Vec<PathBuf> = Vec::new();
+    if let Some(root) = workspace_root() {
+        let app_rules = root.join("target-app").join("rules.toml");
+        if app_rules.is_file() {
+            files.push(app_rules);
+        }
+    }
+    files.extend(extra.iter().cloned());
+    crate::attribute::RuleSet::builtin_with_files(&files).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+fn write_outputs(results: &BenchResults, out: &Path, rules: &crate::attribute::RuleSet) -> Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let json = serde_json::to_string_pretty(results).context("serializing results.json")?;
     std::fs::write(out.join("results.json"), json + "\n").with_context(|| format!("writing {}", out.join("results.json").display()))?;
-    let html = render::html::bench_page(results, None, out);
+    // Rankings per test (with wrk's request count and the measured bound) and the combined
+    // ranking.md; a failure here leaves the measurements intact.
+    let ranking = match crate::attribute::write_bench_rankings(results, out, rules) {
+        Ok(_) => std::fs::read_to_string(out.join("ranking.md")).ok(),
+        Err(e) => {
+            eprintln!("bench: could not write the rankings: {e}");
+            None
+        }
+    };
+    let html = render::html::bench_page(results, ranking.as_deref(), out);
     std::fs::write(out.join("index.html"), html).with_context(|| format!("writing {}", out.join("index.html").display()))?;
     Ok(())
 }
@@ -325,6 +353,7 @@ pub fn run(args: Args) -> Result<u8> {
         bail!("profiler bench must run as root (eBPF, Docker and cgroups need it): sudo profiler bench");
     }
     let opts = options(&args)?;
+    let rules = bench_rules(&args.rules)?;
     let progress = StderrProgress { started: Mutex::new(None) };
     if !args.skip_build && args.app_binary.is_none() {
         build_app(&progress)?;
@@ -350,7 +379,7 @@ pub fn run(args: Args) -> Result<u8> {
         });
     }
 
-    let hook = AgentHook { frequency_hz: args.frequency };
+    let hook = AgentHook { frequency_hz: args.frequency, rules: Arc::new(rules.clone()) };
     let hook_ref: Option<&dyn ProfileHook> = if args.no_profile { None } else { Some(&hook) };
     let results = Arc::new(Mutex::new(BenchResults::default()));
     let outcome = runtime.block_on(async {
@@ -375,7 +404,7 @@ pub fn run(args: Args) -> Result<u8> {
     let results = results.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let measured_anything = !results.tests.is_empty() || results.conformance.passed + results.conformance.failed > 0;
     if measured_anything {
-        write_outputs(&results, &opts.out_dir)?;
+        write_outputs(&results, &opts.out_dir, &rules)?;
         print!("{}", results.summary_table());
         eprintln!("bench: wrote {}", opts.out_dir.join("index.html").display());
     }
