@@ -51,39 +51,24 @@ pub fn write_svg(
     flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut out)
 }
 
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 fn write_empty_svg(title: &str, subtitle: Option<&str>, mut out: impl Write) -> std::io::Result<()> {
     writeln!(out, r#"<?xml version="1.0" encoding="UTF-8" standalone="no"?>"#)?;
     writeln!(
         out,
         r#"<svg version="1.1" width="1200" height="90" viewBox="0 0 1200 90" xmlns="http://www.w3.org/2000/svg">"#
     )?;
-    writeln!(out, "<title>{}</title>", escape(title))?;
+    writeln!(out, "<title>{}</title>", super::html::escape(title))?;
     writeln!(out, r##"<rect x="0" y="0" width="100%" height="100%" fill="#eeeeee"/>"##)?;
     writeln!(
         out,
         r#"<text x="600" y="24" font-size="17" font-family="Verdana" text-anchor="middle">{}</text>"#,
-        escape(title)
+        super::html::escape(title)
     )?;
     if let Some(sub) = subtitle {
         writeln!(
             out,
             r##"<text x="600" y="46" font-size="12" font-family="Verdana" text-anchor="middle" fill="#a0a0a0">{}</text>"##,
-            escape(sub)
+            super::html::escape(sub)
         )?;
     }
     writeln!(

@@ -7,7 +7,8 @@ use std::fmt::Write;
 
 use bench::results::BenchResults;
 
-/// Escapes text for HTML element content and attribute values.
+/// Escapes text for HTML and XML (SVG) element content and attribute values; `'` becomes
+/// `&#39;`, which both read.
 pub fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
