@@ -116,6 +116,8 @@ fn slot_of(ip: IpAddr) -> usize {
 /// Takes the process-wide rate-limit table lock. Not inlined, so that a uprobe counts it.
 #[inline(never)]
 fn lock_rate_table(m: &Mutex<HashMap<IpAddr, Window>>) -> MutexGuard<'_, HashMap<IpAddr, Window>> {
+    // Kept distinct from `maintenance::lock_maintenance_mutex` (see there).
+    std::hint::black_box("rate table mutex");
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
