@@ -13,21 +13,14 @@
 #include <bpf/bpf_tracing.h>
 #include "profiler.h"
 #include "filter.bpf.h"
+#include "stacks.bpf.h"
 
-#define EEXIST 17
 #define TASK_RUNNING 0
 
 char LICENSE[] SEC("license") = "GPL";
 
 /* Knob: waits shorter than this are not recorded, ns. */
 const volatile __u64 min_block_ns = 1000;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, MAX_STACK_TRACES);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, MAX_STACK_DEPTH * sizeof(__u64));
-} stack_traces SEC(".maps");
 
 /* Target threads switched out right now: thread id -> time and stacks at switch-out. */
 struct {
@@ -44,14 +37,6 @@ struct {
 	__type(key, struct stack_key);
 	__type(value, struct offcpu_value);
 } offcpu_stats SEC(".maps");
-
-static __always_inline void count_stack_error(__s32 id, bool is_user)
-{
-	if (id == -EEXIST)
-		count_lost(LOST_STACK_COLLISIONS);
-	else if (id < 0 && is_user)
-		count_lost(LOST_STACK_WALK_FAILURES);
-}
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,

@@ -8,17 +8,10 @@
 #include <bpf/bpf_helpers.h>
 #include "profiler.h"
 #include "filter.bpf.h"
+#include "stacks.bpf.h"
 
-#define EEXIST 17
 
 char LICENSE[] SEC("license") = "GPL";
-
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, MAX_STACK_TRACES);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, MAX_STACK_DEPTH * sizeof(__u64));
-} stack_traces SEC(".maps");
 
 /* Samples per (thread, user stack, kernel stack). */
 struct {
@@ -27,15 +20,6 @@ struct {
 	__type(key, struct stack_key);
 	__type(value, __u64);
 } stack_counts SEC(".maps");
-
-static __always_inline void count_stack_error(__s32 id, bool is_user)
-{
-	if (id == -EEXIST)
-		count_lost(LOST_STACK_COLLISIONS);
-	/* -EFAULT on the kernel stack is normal: the sample interrupted user mode. */
-	else if (id < 0 && is_user)
-		count_lost(LOST_STACK_WALK_FAILURES);
-}
 
 SEC("perf_event")
 int on_cpu_sample(struct bpf_perf_event_data *ctx)

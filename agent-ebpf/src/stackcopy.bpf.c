@@ -18,20 +18,13 @@
 #include <bpf/bpf_helpers.h>
 #include "profiler.h"
 #include "filter.bpf.h"
+#include "stacks.bpf.h"
 
-#define EEXIST 17
 
 char LICENSE[] SEC("license") = "GPL";
 
 /* Knob: bytes of user stack to read per sample, <= STACK_COPY_MAX_BYTES. */
 const volatile __u64 stack_copy_bytes = 65536;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, MAX_STACK_TRACES);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, MAX_STACK_DEPTH * sizeof(__u64));
-} stack_traces SEC(".maps");
 
 /* Samples to unwind, drained continuously by a thread of the agent. 16 MiB hold about 240
  * records of sizeof(struct stack_sample) (about 68 KiB each, whatever was copied): more than a
@@ -89,8 +82,7 @@ int on_cpu_sample_stack_copy(struct bpf_perf_event_data *ctx)
 	s->_pad = 0;
 	bpf_get_current_comm(&s->comm, sizeof(s->comm));
 	s->kernel_stack_id = bpf_get_stackid(ctx, &stack_traces, 0);
-	if (s->kernel_stack_id == -EEXIST)
-		count_lost(LOST_STACK_COLLISIONS);
+	count_stack_error(s->kernel_stack_id, false);
 
 	/* Copy [sp, sp + limit) chunk by chunk, no chunk crossing a page boundary: the first
 	 * chunk runs to the end of sp's page, the others are whole pages. A chunk fails only
