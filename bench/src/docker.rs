@@ -179,11 +179,22 @@ pub struct Running {
 /// Creates and starts a container on the host network (`--network host`), replacing a stopped
 /// or running container of the same name.
 pub async fn run_container(docker: &Docker, spec: &RunSpec) -> Result<Running, DockerError> {
+    run_container_in(docker, spec, None).await
+}
+
+/// [`run_container`] under a parent cgroup (`docker run --cgroup-parent`, the engine's
+/// `HostConfig.CgroupParent`). With the cgroupfs driver the container's cgroup is then
+/// `<parent>/<container id>` in every hierarchy, the cgroup v2 one included (checked on this
+/// host: `0::/profiler-bench-x/<id>` in `/proc/PID/cgroup`), so a profiler attached to the
+/// parent keeps seeing the app across a restart, which gives a new container id. The engine
+/// creates the parent directories; [`remove_cgroup_parent`] removes them once empty.
+pub async fn run_container_in(docker: &Docker, spec: &RunSpec, cgroup_parent: Option<&str>) -> Result<Running, DockerError> {
     remove_container(docker, &spec.name).await?;
     let host = HostConfig {
         network_mode: Some("host".into()),
         cpuset_cpus: spec.cpuset_cpus.clone(),
         memory: spec.memory_bytes,
+        cgroup_parent: cgroup_parent.map(str::to_string),
         ..Default::default()
     };
     let body = ContainerCreateBody {
@@ -219,6 +230,29 @@ pub async fn remove_container(docker: &Docker, name: &str) -> Result<(), DockerE
         Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(()),
         Err(source) => Err(DockerError::Api { context: format!("remove container {name}"), source }),
     }
+}
+
+/// Removes the directories a parent cgroup `parent` (e.g. `/profiler-bench-x`) has under every
+/// mounted hierarchy below `/sys/fs/cgroup` (cgroup v1 controllers and the cgroup v2 mount),
+/// once no container is left in it. Directories still in use or absent are left alone;
+/// returns the directories removed.
+pub fn remove_cgroup_parent(parent: &str) -> Vec<PathBuf> {
+    let rel = parent.trim_start_matches('/');
+    if rel.is_empty() || rel.split('/').any(|c| c == ".." || c.is_empty()) {
+        return Vec::new();
+    }
+    let mut roots: Vec<PathBuf> = vec![PathBuf::from("/sys/fs/cgroup")];
+    if let Ok(dir) = std::fs::read_dir("/sys/fs/cgroup") {
+        roots.extend(dir.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
+    }
+    let mut removed = Vec::new();
+    for root in roots {
+        let d = root.join(rel);
+        if d.is_dir() && std::fs::remove_dir(&d).is_ok() {
+            removed.push(d);
+        }
+    }
+    removed
 }
 
 /// The last `n` lines of a container's stdout and stderr (for "the app failed to start").

@@ -30,6 +30,10 @@ pub const APP_PATH_IN_IMAGE: &str = "/usr/local/bin/target-app";
 /// Image repository the app is imported as.
 pub const IMAGE_REPO: &str = "profiler-target-app";
 
+/// Longest warm-up of the app restarted under the agent before the profiled run (the
+/// `--warmup` of the test, capped at this, at least 1 s).
+pub const PROFILED_WARMUP_MAX: Duration = Duration::from_secs(3);
+
 /// Interval of the CPU and memory sampler.
 const SAMPLE_INTERVAL: Duration = Duration::from_millis(250);
 
@@ -87,7 +91,9 @@ pub struct BenchOptions {
 pub struct AppTarget {
     /// Container name, when the app runs in Docker.
     pub container: Option<String>,
-    /// cgroup v2 directory of the app, when it runs as a process.
+    /// cgroup v2 directory holding the app: the process's own cgroup, or the container's
+    /// parent cgroup ([`cgroup_parent_of`]), which keeps holding the app across
+    /// [`Environment::restart_app`]. `None` when the host has no cgroup v2 mount.
     pub cgroup: Option<PathBuf>,
     /// Host pid of the app's process.
     pub pid: u32,
@@ -110,7 +116,9 @@ pub trait ProfileSession: Send {
 /// Starts profiling sessions (implemented by the agent).
 pub trait ProfileHook: Send + Sync {
     /// Attaches to `target` and starts collecting; outputs go to `out_dir`. `expected` is how
-    /// long the session will run (for progress display).
+    /// long the session will run (for progress display). When `target.cgroup` is set the hook
+    /// must attach to that cgroup (descendants included), not to the container or the pid:
+    /// the run restarts the app under it once `start` has returned.
     fn start(&self, target: &AppTarget, test: Test, out_dir: &Path, expected: Duration) -> Result<Box<dyn ProfileSession>, String>;
 }
 
@@ -179,6 +187,8 @@ pub struct Environment {
     container: Option<String>,
     process: Option<Child>,
     cgroup: Option<PathBuf>,
+    /// How the app was started, for [`Environment::restart_app`].
+    launch: Option<Launch>,
     /// The app, as the profile hook sees it.
     pub target: AppTarget,
     /// Database URL the app uses.
@@ -192,6 +202,30 @@ pub struct Environment {
     pub idle_rss_bytes: u64,
     /// Versions seen.
     pub versions: Versions,
+    /// `CRM_COSTS` the app runs with now (changed by [`Environment::restart_app`]).
+    pub costs: String,
+}
+
+/// What [`Environment::restart_app`] needs to start the app again the same way.
+#[derive(Debug, Clone)]
+struct Launch {
+    /// `KEY=value` environment of the app (`CRM_COSTS=...` among them).
+    env_vars: Vec<String>,
+    /// Docker: the image; `None` runs the binary as a process.
+    image: Option<String>,
+    /// Container name (and the cgroup's name).
+    name: String,
+    /// CPU set of the app.
+    cpus: String,
+    /// The app binary (process mode).
+    binary: PathBuf,
+}
+
+/// The parent cgroup the app container runs under (`--cgroup-parent`), relative to each
+/// hierarchy's root: `/profiler-bench-<name>`. Its cgroup v2 directory is what a profiler
+/// attaches to ([`AppTarget::cgroup`]): it holds the app across [`Environment::restart_app`].
+pub fn cgroup_parent_of(name: &str) -> String {
+    format!("/profiler-bench-{name}")
 }
 
 impl Environment {
@@ -206,12 +240,14 @@ impl Environment {
             container: None,
             process: None,
             cgroup: None,
+            launch: None,
             target: AppTarget { container: None, cgroup: None, pid: 0, base_url: String::new(), port: 0, db_port: 5432 },
             database_url: String::new(),
             pg_pid: None,
             time_to_ready_ms: 0.0,
             idle_rss_bytes: 0,
             versions: Versions { profiler: env!("CARGO_PKG_VERSION").into(), ..Default::default() },
+            costs: opts.costs.clone(),
         };
         // From here on, a failure must still stop what was started.
         match env.start_inner(opts, progress).await {
@@ -266,8 +302,7 @@ impl Environment {
             format!("DB_POOL_SIZE={}", opts.pool_size),
             "RUST_LOG=warn".to_string(),
         ];
-        let started;
-        if opts.docker {
+        let image = if opts.docker {
             let docker = docker::connect().await?;
             self.versions.docker = docker.version().await.ok().and_then(|v| v.version);
             let tag = binary_tag(&opts.app_binary)?;
@@ -280,50 +315,20 @@ impl Environment {
                 docker::build_image(&docker, &opts.app_binary, APP_PATH_IN_IMAGE, IMAGE_REPO, &tag).await?;
                 progress.done(&format!("image {image} built"));
             }
-            progress.step(&format!("starting container {} (--network host, CPUs {})", opts.name, opts.app_cpus), Duration::ZERO);
-            let spec = RunSpec {
-                name: opts.name.clone(),
-                image,
-                cmd: vec![APP_PATH_IN_IMAGE.to_string()],
-                env: env_vars,
-                cpuset_cpus: Some(opts.app_cpus.clone()),
-                memory_bytes: Some(4 << 30),
-            };
-            let running = docker::run_container(&docker, &spec).await?;
-            started = running.started;
-            self.container = Some(opts.name.clone());
-            self.target.container = Some(opts.name.clone());
-            self.target.pid = running.pid;
             self.docker = Some(docker);
+            progress.step(&format!("starting container {} (--network host, CPUs {})", opts.name, opts.app_cpus), Duration::ZERO);
+            Some(image)
         } else {
             progress.step(&format!("starting {} as a process on CPUs {}", opts.app_binary.display(), opts.app_cpus), Duration::ZERO);
-            let cgroup = create_cgroup(&opts.name)?;
-            let mut cmd = Command::new("taskset");
-            cmd.arg("-c").arg(&opts.app_cpus).arg(&opts.app_binary).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
-            for kv in &env_vars {
-                let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-                cmd.env(k, v);
-            }
-            started = Instant::now();
-            let child = cmd.spawn().map_err(|e| BenchError::Other(format!("could not start {}: {e}", opts.app_binary.display())))?;
-            // taskset execs the app: the pid stays the same.
-            let pid = child.id();
-            std::fs::write(cgroup.join("cgroup.procs"), pid.to_string())
-                .map_err(|source| BenchError::Io { path: cgroup.join("cgroup.procs"), source })?;
-            self.target.pid = pid;
-            self.target.cgroup = Some(cgroup.clone());
-            self.cgroup = Some(cgroup);
-            self.process = Some(child);
-        }
+            None
+        };
+        self.launch = Some(Launch { env_vars, image, name: opts.name.clone(), cpus: opts.app_cpus.clone(), binary: opts.app_binary.clone() });
+        let started = self.launch_app().await?;
         self.target.base_url = base_url.clone();
         self.target.port = port;
         self.target.db_port = db_port_of(&self.database_url).unwrap_or(5432);
 
-        let ready = wait_ready(port, Duration::from_secs(60)).await;
-        if !ready {
-            let log = self.app_log().await;
-            return Err(BenchError::NotReady { timeout_s: 60, log });
-        }
+        self.wait_app_ready().await?;
         self.time_to_ready_ms = started.elapsed().as_secs_f64() * 1e3;
         tokio::time::sleep(Duration::from_millis(200)).await;
         self.idle_rss_bytes = procstat::tree(self.target.pid).keys().map(|&p| procstat::rss_bytes(p)).sum();
@@ -333,6 +338,107 @@ impl Environment {
             self.idle_rss_bytes as f64 / 1e6
         ));
         Ok(())
+    }
+
+    /// Starts the app from [`Launch`]: in Docker under the parent cgroup
+    /// [`cgroup_parent_of`]`(name)` (replacing a container of the same name), or as a pinned
+    /// process moved into the cgroup v2 directory `profiler-bench-<name>`. Sets
+    /// [`AppTarget::pid`], `container` and `cgroup`. Returns the instant just before the start.
+    async fn launch_app(&mut self) -> Result<Instant, BenchError> {
+        let launch = self.launch.clone().ok_or_else(|| BenchError::Other("the app was never started".into()))?;
+        let started;
+        match (&launch.image, &self.docker) {
+            (Some(image), Some(docker)) => {
+                let spec = RunSpec {
+                    name: launch.name.clone(),
+                    image: image.clone(),
+                    cmd: vec![APP_PATH_IN_IMAGE.to_string()],
+                    env: launch.env_vars.clone(),
+                    cpuset_cpus: Some(launch.cpus.clone()),
+                    memory_bytes: Some(4 << 30),
+                };
+                valid_name(&launch.name)?;
+                let parent = cgroup_parent_of(&launch.name);
+                let running = docker::run_container_in(docker, &spec, Some(&parent)).await?;
+                started = running.started;
+                self.container = Some(launch.name.clone());
+                self.target.container = Some(launch.name.clone());
+                self.target.pid = running.pid;
+                // The engine created the parent in the cgroup v2 hierarchy too (cgroupfs driver).
+                self.target.cgroup = cgroup2_mount().map(|m| m.join(parent.trim_start_matches('/'))).filter(|d| d.is_dir());
+            }
+            _ => {
+                let cgroup = create_cgroup(&launch.name)?;
+                let mut cmd = Command::new("taskset");
+                cmd.arg("-c").arg(&launch.cpus).arg(&launch.binary).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+                for kv in &launch.env_vars {
+                    let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+                    cmd.env(k, v);
+                }
+                started = Instant::now();
+                let child = cmd.spawn().map_err(|e| BenchError::Other(format!("could not start {}: {e}", launch.binary.display())))?;
+                // taskset execs the app: the pid stays the same.
+                let pid = child.id();
+                self.process = Some(child);
+                std::fs::write(cgroup.join("cgroup.procs"), pid.to_string())
+                    .map_err(|source| BenchError::Io { path: cgroup.join("cgroup.procs"), source })?;
+                self.target.pid = pid;
+                self.target.cgroup = Some(cgroup.clone());
+                self.cgroup = Some(cgroup);
+            }
+        }
+        Ok(started)
+    }
+
+    /// Waits up to 60 s for the first 200 from `GET /json`; else [`BenchError::NotReady`] with
+    /// the app's last log lines.
+    async fn wait_app_ready(&mut self) -> Result<(), BenchError> {
+        if wait_ready(self.target.port, Duration::from_secs(60)).await {
+            return Ok(());
+        }
+        let log = self.app_log().await;
+        Err(BenchError::NotReady { timeout_s: 60, log })
+    }
+
+    /// Restarts the app (a new container of the same name and image under the same parent
+    /// cgroup, or a new process in the same cgroup), with `CRM_COSTS=costs` when given (else
+    /// the current [`Environment::costs`]), and waits until it answers `GET /json` with 200.
+    /// PostgreSQL keeps running: the database (and whatever the runs wrote to it) stays.
+    /// Updates [`AppTarget::pid`]; the port, base URL and [`AppTarget::cgroup`] stay the same,
+    /// so a profiler attached to that cgroup sees the new app from its first instruction
+    /// (connections opened and statements prepared in view). The new app starts with an
+    /// empty pool: warm it up before measuring.
+    ///
+    /// # Errors
+    /// Docker or process errors; [`BenchError::NotReady`] when the new app does not answer
+    /// within 60 s (a bad `costs` value makes the app exit with status 2: its log says why).
+    pub async fn restart_app(&mut self, costs: Option<&str>) -> Result<(), BenchError> {
+        let launch = self.launch.as_mut().ok_or_else(|| BenchError::Other("restart_app: the app was never started".into()))?;
+        if let Some(c) = costs {
+            launch.env_vars.retain(|kv| !kv.starts_with("CRM_COSTS="));
+            launch.env_vars.push(format!("CRM_COSTS={c}"));
+            self.costs = c.to_string();
+        }
+        // A profiler attached to the cgroup ends its collection when no process is left in it
+        // (the target exited): a placeholder process holds the cgroup while the app is replaced.
+        let keeper = self.target.cgroup.as_deref().and_then(hold_cgroup);
+        let outcome = async {
+            if let (Some(d), Some(name)) = (&self.docker, self.container.take()) {
+                docker::remove_container(d, &name).await?;
+            }
+            if let Some(mut child) = self.process.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            self.launch_app().await?;
+            self.wait_app_ready().await
+        }
+        .await;
+        if let Some(mut k) = keeper {
+            let _ = k.kill();
+            let _ = k.wait();
+        }
+        outcome
     }
 
     /// Puts the `deals` table back to its seeded state (the conformance gate inserts deals):
@@ -381,6 +487,10 @@ impl Environment {
         }
         if let Some(cg) = self.cgroup.take() {
             let _ = std::fs::remove_dir(&cg);
+        }
+        if let Some(l) = self.launch.as_ref().filter(|l| l.image.is_some()) {
+            // The engine removes the container's own cgroups, not the parent it created.
+            docker::remove_cgroup_parent(&cgroup_parent_of(&l.name));
         }
         if let Some(pg) = self.pg.take() {
             if let Err(e) = tokio::task::spawn_blocking(move || pg.stop()).await.unwrap_or(Ok(())) {
@@ -433,11 +543,29 @@ pub fn cgroup2_mount() -> Option<PathBuf> {
     })
 }
 
-fn create_cgroup(name: &str) -> Result<PathBuf, BenchError> {
+/// A `sleep` process moved into the cgroup v2 directory `cgroup` (it sleeps, so it adds no
+/// CPU, syscall or wire traffic to a profile); `None` when it could not be started or moved.
+fn hold_cgroup(cgroup: &Path) -> Option<Child> {
+    let mut child = Command::new("sleep").arg("600").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().ok()?;
+    if std::fs::write(cgroup.join("cgroup.procs"), child.id().to_string()).is_err() {
+        let _ = child.kill();
+        let _ = child.wait();
+        return None;
+    }
+    Some(child)
+}
+
+/// A container / cgroup name of letters, digits, `-` and `_`.
+fn valid_name(name: &str) -> Result<(), BenchError> {
     let valid = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
     if !valid {
         return Err(BenchError::Other(format!("invalid name `{name}`: use letters, digits, - and _")));
     }
+    Ok(())
+}
+
+fn create_cgroup(name: &str) -> Result<PathBuf, BenchError> {
+    valid_name(name)?;
     let mount = cgroup2_mount().ok_or_else(|| BenchError::Other("no cgroup2 mount found in /proc/self/mountinfo".into()))?;
     let dir = mount.join(format!("profiler-bench-{name}"));
     match std::fs::create_dir(&dir) {
@@ -545,14 +673,14 @@ pub async fn run(
         };
     }
     let mut env = Environment::start(opts, progress).await?;
-    let outcome = measure(&env, opts, hook, progress, &results).await;
+    let outcome = measure(&mut env, opts, hook, progress, &results).await;
     env.shutdown().await;
     results.lock().unwrap_or_else(|e| e.into_inner()).finished_at = now_rfc3339();
     outcome
 }
 
 async fn measure(
-    env: &Environment,
+    env: &mut Environment,
     opts: &BenchOptions,
     hook: Option<&dyn ProfileHook>,
     progress: &dyn Progress,
@@ -612,10 +740,35 @@ async fn measure(
         let mut result = TestResult::from_runs(test, runs);
         if let Some(hook) = hook {
             let dir = opts.out_dir.join(test.name());
-            progress.step(&format!("{test}: profiled run ({} s, agent attached)", opts.duration.as_secs()), opts.duration);
-            match hook.start(&env.target, test, &dir, opts.duration) {
+            // The agent attaches to the app's cgroup, then the app is restarted under it, so
+            // that its database connections are opened and its statements prepared in view
+            // of the wire capture (a driver prepares each statement once per connection), and
+            // warmed up under the agent before the measured profiled run. The profile covers
+            // restart, warm-up and run: its per-request figures use the wire's own request
+            // count over that window, not wrk's count of the run alone.
+            let restart = env.target.cgroup.is_some();
+            let warm = if restart { opts.warmup.clamp(Duration::from_secs(1), PROFILED_WARMUP_MAX) } else { Duration::ZERO };
+            progress.step(
+                &format!(
+                    "{test}: profiled run ({}{} s, agent attached)",
+                    if restart { format!("app restarted under the agent, {} s warm-up + ", warm.as_secs()) } else { String::new() },
+                    opts.duration.as_secs()
+                ),
+                opts.duration + warm,
+            );
+            match hook.start(&env.target, test, &dir, opts.duration + warm + Duration::from_secs(2)) {
                 Ok(session) => {
-                    let run = measured_run(env, opts, test, opts.duration, &token, scratch.path()).await;
+                    let mut run = Ok(());
+                    if restart {
+                        run = env.restart_app(None).await;
+                        if run.is_ok() {
+                            run = measured_run(env, opts, test, warm, &token, scratch.path()).await.map(|_| ());
+                        }
+                    }
+                    let run = match run {
+                        Ok(()) => measured_run(env, opts, test, opts.duration, &token, scratch.path()).await,
+                        Err(e) => Err(e),
+                    };
                     let finished = tokio::task::spawn_blocking(move || session.finish())
                         .await
                         .unwrap_or_else(|e| Err(format!("profiling task: {e}")));

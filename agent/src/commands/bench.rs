@@ -147,9 +147,10 @@ struct AgentHook {
 
 impl ProfileHook for AgentHook {
     fn start(&self, target: &AppTarget, test: Test, out_dir: &Path, expected: Duration) -> Result<Box<dyn ProfileSession>, String> {
-        let t = match (&target.container, &target.cgroup) {
-            (Some(name), _) => Target::Container(name.clone()),
-            (None, Some(cg)) => Target::Cgroup(cg.clone()),
+        // The cgroup first: it holds the app across the restart the run makes under the agent.
+        let t = match (&target.cgroup, &target.container) {
+            (Some(cg), _) => Target::Cgroup(cg.clone()),
+            (None, Some(name)) => Target::Container(name.clone()),
             (None, None) => Target::Pid(target.pid),
         };
         let options = collect::Options { frequency_hz: self.frequency_hz, db_port: target.db_port, ..Default::default() };
