@@ -8,6 +8,7 @@
 pub mod conformance;
 pub mod docker;
 pub mod load;
+pub mod overhead;
 pub mod procstat;
 pub mod results;
 pub mod run;

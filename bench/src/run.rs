@@ -615,7 +615,7 @@ fn cpu_model() -> String {
 }
 
 /// One wrk run with the app and PostgreSQL sampled while it runs.
-async fn measured_run(env: &Environment, opts: &BenchOptions, test: Test, duration: Duration, token: &str, scratch: &Path) -> Result<RunResult, BenchError> {
+pub async fn measured_run(env: &Environment, opts: &BenchOptions, test: Test, duration: Duration, token: &str, scratch: &Path) -> Result<RunResult, BenchError> {
     let app_sampler = Sampler::start(env.target.pid, SAMPLE_INTERVAL);
     let pg_sampler = env.pg_pid.map(|pid| Sampler::start(pid, SAMPLE_INTERVAL));
     let wrk = WrkOptions {

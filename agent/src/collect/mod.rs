@@ -31,7 +31,7 @@ use aya::{Btf, Ebpf, EbpfError, EbpfLoader};
 pub use dwarf::{Unwind, DEFAULT_STACK_COPY_BYTES};
 pub use syscall_names::{syscall_name, SYSCALL_NAMES_X86_64};
 
-use crate::profile::{LostCounters, Meta, Process, RawProfile, RawStack, SyscallStat};
+use crate::profile::{Footprint, LostCounters, Meta, Process, RawProfile, RawStack, SyscallStat};
 use crate::target::{Filter, ResolvedTarget};
 
 /// Errors of loading, attaching and draining.
@@ -160,6 +160,10 @@ pub struct Collector {
     started: Instant,
     started_at: String,
     cpu_at_start: Option<u64>,
+    /// Time from the start of [`Collector::start`] until everything was attached.
+    attach_time: Duration,
+    /// The agent's own CPU time (user + system) when everything was attached, ns.
+    self_cpu_at_attach: u64,
     /// Latest CPU-time reading while the target was alive ([`Collector::note_cpu_time`]),
     /// used when the target is gone at the end.
     cpu_last_seen: Option<u64>,
@@ -275,6 +279,9 @@ impl Collector {
     /// (with the verifier log's last lines), [`CollectError::Unsupported`],
     /// [`CollectError::Attach`].
     pub fn start(target: &ResolvedTarget, options: &Options) -> Result<Self, CollectError> {
+        let load_started = Instant::now();
+        // Reset this process's peak RSS (VmHWM) so that the footprint is this run's.
+        let _ = std::fs::write("/proc/self/clear_refs", "5");
         check_privileges()?;
         if !Path::new("/sys/kernel/btf/vmlinux").exists() {
             return Err(CollectError::NoBtf);
@@ -372,6 +379,8 @@ impl Collector {
             started,
             started_at,
             cpu_at_start,
+            attach_time: load_started.elapsed(),
+            self_cpu_at_attach: self_cpu_ns(),
             cpu_last_seen: cpu_at_start,
             cpus: cpus.len() as u32,
             processes: BTreeMap::new(),
@@ -460,6 +469,17 @@ impl Collector {
     /// the reason when the run ended early. The target's CPU time is measured from
     /// [`Collector::start`] to now.
     pub fn finish(mut self, target: &ResolvedTarget, partial: Option<String>) -> Result<RawProfile, CollectError> {
+        // The BPF run statistics need the programs still loaded.
+        let stats = self.program_stats();
+        let stats_on = std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").is_ok_and(|v| v.trim() == "1")
+            || stats.iter().any(|p| p.run_count > 0);
+        let footprint = Footprint {
+            attach_ns: self.attach_time.as_nanos() as u64,
+            cpu_ns: self_cpu_ns().saturating_sub(self.self_cpu_at_attach),
+            peak_rss_bytes: self_peak_rss_bytes(),
+            bpf_run_ns: stats_on.then(|| stats.iter().map(|p| p.run_time_ns).sum()),
+            bpf_run_count: stats_on.then(|| stats.iter().map(|p| p.run_count).sum()),
+        };
         // Stop recording before reading, so that the maps are consistent.
         {
             let prog: &mut PerfEvent = program(&mut self.sample, names::PROG_ON_CPU_SAMPLE)?;
@@ -534,6 +554,7 @@ impl Collector {
             },
             unwind,
             wire: wire_report,
+            footprint: Some(footprint),
         };
         Ok(RawProfile { meta, processes, on_cpu, off_cpu, syscalls, lost, wire })
     }
@@ -545,6 +566,27 @@ where
 {
     let prog = ebpf.program_mut(name).ok_or_else(|| map_error(name, "program missing from the object"))?;
     prog.try_into().map_err(|source| CollectError::Unsupported { program: name, source })
+}
+
+/// CPU time (user + system) of this whole process so far, ns (`getrusage(RUSAGE_SELF)`).
+pub fn self_cpu_ns() -> u64 {
+    // SAFETY: rusage is plain data, getrusage fills it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out pointer.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0;
+    }
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    (us(ru.ru_utime) + us(ru.ru_stime)) * 1_000
+}
+
+/// Peak resident memory of this process so far (`VmHWM` in `/proc/self/status`), bytes; 0
+/// when it cannot be read.
+pub fn self_peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok()))
+        .map_or(0, |kb| kb * 1024)
 }
 
 /// CLOCK_MONOTONIC in ns: the clock of `bpf_ktime_get_ns()`.

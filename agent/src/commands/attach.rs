@@ -13,7 +13,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
@@ -106,6 +106,7 @@ fn slug(target: &Target) -> String {
 /// the running containers), the programs cannot be loaded (not root, no BTF, verifier), or
 /// the output cannot be written.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let command_started = Instant::now();
     if args.frequency == 0 || args.frequency > 10_000 {
         bail!("--frequency must be between 1 and 10000 Hz, got {}", args.frequency);
     }
@@ -160,7 +161,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .progress_chars("=> "),
     );
     progress.set_message(format!("profiling {}", resolved.description));
+    let mut attached_after = None;
     let (raw, reason) = collect::run(&mut resolved, &options, duration, &stop, |elapsed| {
+        // The first tick comes right after every program was attached.
+        attached_after.get_or_insert_with(|| command_started.elapsed());
         progress.set_position(elapsed.as_secs());
         progress.tick();
     })
@@ -172,6 +176,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         StopReason::TargetGone => tracing::warn!("the target exited: the profile is partial"),
     }
 
+    let reports_started = Instant::now();
     let profile = symbolize::symbolize(raw);
     let written = render::write_all(&profile, &out).with_context(|| format!("cannot write into {}", out.display()))?;
     for path in &written {
@@ -184,6 +189,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write ranking.md into {}", out.display()))?;
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(render::summary(&profile).as_bytes())?;
+    // The rest of the footprint: what symbolizing and writing the reports cost.
+    writeln!(
+        stdout,
+        "agent after the run: {:.0} ms from start to attached, reports written in {:.0} ms, peak RSS {:.1} MB through symbolization and reports",
+        attached_after.unwrap_or_default().as_secs_f64() * 1e3,
+        reports_started.elapsed().as_secs_f64() * 1e3,
+        collect::self_peak_rss_bytes() as f64 / 1e6
+    )?;
     writeln!(stdout, "files: {}", out.display())?;
     stdout.flush()?;
     Ok(())

@@ -100,6 +100,14 @@ pub struct Args {
     /// Shared JWT secret of the app and the load scripts.
     #[arg(long, default_value = bench::DEFAULT_JWT_SECRET)]
     pub jwt_secret: String,
+    /// Measure the agent's overhead instead (`overhead.json`, `overhead.md`): per test, `--pairs`
+    /// alternating runs without and with the agent in each mode (sampling, +offcpu, +syscalls,
+    /// everything). `--duration` is the length of each run; `--smoke` makes it 1 pair of 3 s.
+    #[arg(long)]
+    pub overhead: bool,
+    /// A/B pairs per test and mode for `--overhead`.
+    #[arg(long, default_value_t = 5)]
+    pub pairs: u32,
 }
 
 /// Progress on stderr: one line per step, with its duration when it ends.
@@ -143,6 +151,8 @@ impl ProfileSession for AgentSession {
 struct AgentHook {
     frequency_hz: u64,
     rules: Arc<crate::attribute::RuleSet>,
+    /// Which tracers run (`--overhead` measures each mode; the profiled run has everything).
+    mode: super::overhead::AgentMode,
 }
 
 impl ProfileHook for AgentHook {
@@ -153,7 +163,7 @@ impl ProfileHook for AgentHook {
             (None, Some(name)) => Target::Container(name.clone()),
             (None, None) => Target::Pid(target.pid),
         };
-        let options = collect::Options { frequency_hz: self.frequency_hz, db_port: target.db_port, ..Default::default() };
+        let options = self.mode.options(collect::Options { frequency_hz: self.frequency_hz, db_port: target.db_port, ..Default::default() });
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let out = out_dir.to_path_buf();
@@ -177,8 +187,12 @@ impl ProfileHook for AgentHook {
                 // Stopped by us at the end of the load run: the profile is complete.
                 raw.meta.partial = None;
             }
+            let reports_started = Instant::now();
             let profile = symbolize::symbolize(raw);
             render::write_all(&profile, &out).map_err(|e| format!("{e:#}"))?;
+            if let Some(f) = super::overhead::RunFootprint::of(&profile, reports_started.elapsed()) {
+                f.write(&out).map_err(|e| format!("writing footprint.json: {e}"))?;
+            }
             // ranking.md/json with the wire's request count (if any) and an unknown bound;
             // `attribute::write_bench_rankings` rewrites them with wrk's count and the bound.
             let opts = crate::attribute::RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: test.name() };
@@ -333,7 +347,7 @@ fn write_outputs(results: &BenchResults, out: &Path, rules: &crate::attribute::R
 }
 
 /// Resolves on Ctrl-C (SIGINT) or SIGTERM, so that `kill` cleans up as Ctrl-C does.
-async fn stop_signal() {
+pub(crate) async fn stop_signal() {
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut s) => {
@@ -380,7 +394,19 @@ pub fn run(args: Args) -> Result<u8> {
         });
     }
 
-    let hook = AgentHook { frequency_hz: args.frequency, rules: Arc::new(rules.clone()) };
+    if args.overhead {
+        let mut opts = opts;
+        if args.smoke {
+            opts.duration = Duration::from_secs(3);
+            opts.warmup = Duration::from_secs(1);
+        }
+        let pairs = if args.smoke { 1 } else { args.pairs.max(1) };
+        let rules = Arc::new(rules);
+        let frequency_hz = args.frequency;
+        super::overhead::run(&opts, pairs, &runtime, &progress, |mode| Box::new(AgentHook { frequency_hz, rules: rules.clone(), mode }))?;
+        return Ok(0);
+    }
+    let hook = AgentHook { frequency_hz: args.frequency, rules: Arc::new(rules.clone()), mode: super::overhead::AgentMode::Everything };
     let hook_ref: Option<&dyn ProfileHook> = if args.no_profile { None } else { Some(&hook) };
     let results = Arc::new(Mutex::new(BenchResults::default()));
     let outcome = runtime.block_on(async {

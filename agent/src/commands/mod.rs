@@ -4,6 +4,7 @@
 
 pub mod attach;
 pub mod bench;
+pub mod overhead;
 pub mod report;
 
 /// True when `err` (anywhere in its chain) is a broken pipe, e.g. stdout closed by `| head`.

@@ -54,6 +54,33 @@ pub struct Meta {
     /// losses; `None` when it was off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wire: Option<WireCaptureReport>,
+    /// The agent's own cost during this run (measured by the agent on its own process);
+    /// `None` in profiles recorded before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub footprint: Option<Footprint>,
+}
+
+/// The agent's own cost during a run (`collect::Collector`), measured on its own process.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Footprint {
+    /// From the start of loading the BPF objects until every program was attached, ns.
+    pub attach_ns: u64,
+    /// CPU time (user + system, `getrusage(RUSAGE_SELF)`) of the agent's whole process while the
+    /// programs were attached, ns. Excludes the BPF programs themselves (they run in the
+    /// context of the traced tasks) and the symbolization and rendering after the run.
+    pub cpu_ns: u64,
+    /// Peak resident memory of the agent's process (`VmHWM` of `/proc/self/status`) when the
+    /// collection ended, bytes (symbolization and rendering come after; `profiler attach`
+    /// prints the peak at exit too).
+    pub peak_rss_bytes: u64,
+    /// Run time of the agent's BPF programs while attached (sum of the kernel's per-program
+    /// `run_time_ns`), ns, when BPF run statistics were on (`sysctl kernel.bpf_stats_enabled=1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bpf_run_ns: Option<u64>,
+    /// Runs of the agent's BPF programs while attached (sum of `run_cnt`), when run
+    /// statistics were on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bpf_run_count: Option<u64>,
 }
 
 /// The kernel side of the wire capture during a run (`agent-ebpf` `wire.bpf.c`): what was

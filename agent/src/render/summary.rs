@@ -54,6 +54,30 @@ fn us(ns: Option<f64>) -> String {
     ns.map_or_else(|| "-".to_string(), |ns| format!("{:.1}", ns / 1e3))
 }
 
+/// The agent's own cost in one line (`agent footprint: ...`): time to attach (ms), its
+/// process's CPU while attached (s and % of one CPU over the run), its peak RSS when the
+/// collection ended (MB = 10^6 bytes) and, when BPF run statistics were on, the BPF programs'
+/// run time (s, % of one CPU, ns per run). `None` for profiles without a footprint.
+pub fn footprint_line(meta: &crate::profile::Meta) -> Option<String> {
+    let f = meta.footprint.as_ref()?;
+    let mut line = format!(
+        "agent footprint: attached in {:.0} ms, {:.2} s CPU while attached = {:.1}% of one CPU, peak RSS {:.1} MB",
+        f.attach_ns as f64 / 1e6,
+        f.cpu_ns as f64 / 1e9,
+        pct(f.cpu_ns, meta.duration_ns),
+        f.peak_rss_bytes as f64 / 1e6
+    );
+    if let (Some(ns), Some(runs)) = (f.bpf_run_ns, f.bpf_run_count) {
+        let per_run = if runs > 0 { ns as f64 / runs as f64 } else { 0.0 };
+        line.push_str(&format!(
+            "; BPF programs {:.2} s = {:.1}% of one CPU in {runs} runs ({per_run:.0} ns/run, every process on the host)",
+            ns as f64 / 1e9,
+            pct(ns, meta.duration_ns)
+        ));
+    }
+    Some(line)
+}
+
 /// The summary: run description, the partial reason when the run ended early, sample and
 /// loss counters, truncated share, the target's CPU use, the top 10 functions by self time
 /// (share of on-CPU samples) and the top 10 syscalls by calls. Durations print in s, ms or µs
@@ -102,6 +126,9 @@ pub fn summary(profile: &Profile) -> String {
         None => {
             let _ = writeln!(s, "target CPU use: not measured");
         }
+    }
+    if let Some(line) = footprint_line(meta) {
+        let _ = writeln!(s, "{line}");
     }
     let lost = &profile.lost;
     let _ = writeln!(
