@@ -6,6 +6,7 @@
 pub mod attribute;
 pub mod commands;
 pub mod collect;
+pub mod diff;
 pub mod profile;
 pub mod render;
 pub mod symbolize;

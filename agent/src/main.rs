@@ -30,6 +30,8 @@ enum Command {
     Report(commands::report::Args),
     /// Run the bundled CRM benchmark with the agent attached (the main job).
     Bench(commands::bench::Args),
+    /// Compare two runs (bench or attach outputs, profiles): regression triage for pull requests.
+    Diff(commands::diff::Args),
 }
 
 fn main() -> ExitCode {
@@ -39,6 +41,7 @@ fn main() -> ExitCode {
         Command::Attach(args) => commands::attach::run(args).map(|()| 0),
         Command::Report(args) => commands::report::run(args).map(|()| 0),
         Command::Bench(args) => commands::bench::run(args),
+        Command::Diff(args) => commands::diff::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

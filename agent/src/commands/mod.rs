@@ -4,6 +4,7 @@
 
 pub mod attach;
 pub mod bench;
+pub mod diff;
 pub mod overhead;
 pub mod report;
 

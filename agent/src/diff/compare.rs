@@ -1,0 +1,655 @@
+//! The comparison: per test, rows of figures on both sides, each with its change and whether
+//! that change is beyond noise.
+//!
+//! # Units
+//! Per request when both sides know their request count and sampling frequency
+//! ([`Normalization::PerRequest`]): sampled CPU in µs per request (`samples × 1e6 / Hz /
+//! requests`), syscalls, round trips and waits per request. Otherwise per sample
+//! ([`Normalization::PerSample`]): CPU figures as % of on-CPU samples, and no count rows.
+//!
+//! # Noise
+//! - **Run figures** (bench: req/s, latency p50/p99, the app's CPU per request from `/proc`):
+//!   each side has several measured runs; a change of the medians is called only when it is
+//!   larger than the two sides' spreads (max - min) added together. With fewer than 2 runs on a
+//!   side, significance is unknown.
+//! - **Profile figures** (one profiled run per side): a count `n` scaled by `k` has the Poisson
+//!   standard error `sqrt(n) k`; a change is called only beyond [`NOISE_Z`] standard errors of
+//!   the difference ([`NOISE_Z_FRAMES`] for frames) plus a relative floor: the larger of [`NOISE_FLOOR`] and the relative
+//!   spread of the measured runs' CPU per request, times the larger value. The floor stands
+//!   for what one run cannot show (load and scheduling shift the mix between two profiled runs
+//!   of the same code; see [`NOISE_FLOOR`]). Profile figures are called only when both sides
+//!   come from a bench with measured runs; otherwise their significance is unknown. Counts per
+//!   request must also change by [`COUNT_FLOOR_PER_REQUEST`], and syscalls that wait for work
+//!   ([`IDLE_SYSCALLS`]) by [`IDLE_SYSCALL_FLOOR`] of their value.
+//! - `--noise-floor PCT` ([`Options::noise_floor_pct`]) adds drift between the two sides that
+//!   neither side's runs can show (the machine got busier between BASE and HEAD): PCT% of the
+//!   larger value is added to every noise threshold.
+//! - Equal values on both sides are "no change", whatever the noise.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use regex::Regex;
+use serde::Serialize;
+
+use super::import::{RunFigures, Side, TestSide};
+use crate::attribute::{self, Bound, RankingOptions, RuleSet};
+use crate::profile::{folded, FrameKind, Profile};
+
+/// Standard errors of a difference below which a profile figure's change is noise.
+pub const NOISE_Z: f64 = 3.0;
+
+/// [`NOISE_Z`] for frame rows: 4.5. A profile has hundreds of functions, so the threshold is
+/// raised as for about 1,000 comparisons at 1% (Bonferroni: the two-sided normal tail beyond
+/// 4.42 is 1e-5). Samples of one long event at a high frequency also come in runs, which makes
+/// frame counts noisier than Poisson (mimalloc's fresh-page path went from 6 to 37 samples
+/// between two runs of the same code at 4,999 Hz).
+pub const NOISE_Z_FRAMES: f64 = 4.5;
+
+/// The relative floor for syscalls whose count per request follows how often threads went
+/// idle rather than the code ([`IDLE_SYSCALLS`]): 0.75, so a change must be about 4x.
+/// Measured: `epoll_wait` 2.68 vs 0.81 per request in two runs of the same code.
+pub const IDLE_SYSCALL_FLOOR: f64 = 0.75;
+
+/// Syscalls that wait for work: their count per request depends on load, not on the request path.
+pub const IDLE_SYSCALLS: &[&str] =
+    &["epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select", "pselect6", "futex", "sched_yield", "nanosleep", "clock_nanosleep"];
+
+/// Relative change (0..1) of a profile figure that one profiled run per side cannot tell from
+/// noise: 0.25. Measured on this machine (2 CPUs shared with other work, 2026-11-30): between
+/// two `profiler bench --only deals-create` runs of the same code, layers with 30 or more
+/// samples moved by up to 19% per request (kernel net 79 -> 93 µs), beyond their Poisson error.
+pub const NOISE_FLOOR: f64 = 0.25;
+
+/// Per-request counts (syscalls, round trips, waits) that change by less than this are not
+/// called: 0.02 per request. Events rarer than one in 50 requests come mostly from a run's
+/// edges (wrk opening and closing its 64 connections over a few thousand requests: on this
+/// machine `shutdown` went from 1 to 27 calls between two runs of the same code), not from the
+/// request path.
+pub const COUNT_FLOOR_PER_REQUEST: f64 = 0.02;
+
+/// Fewest samples (on the larger side) for a frame to get a row of its own.
+pub const MIN_FRAME_SAMPLES: u64 = 5;
+
+/// Version of the `diff.json` schema.
+pub const DIFF_SCHEMA_VERSION: u32 = 1;
+
+/// How profile figures are scaled so that the two sides compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Normalization {
+    /// Per HTTP request (both sides know their requests and sampling frequency).
+    PerRequest,
+    /// Per on-CPU sample (shares of all samples).
+    PerSample,
+}
+
+/// What a row measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Section {
+    /// Throughput and latency of the measured runs.
+    Load,
+    /// CPU per request (accounted from `/proc` in the measured runs, or sampled).
+    Cpu,
+    /// Named costs of the ranking (sampled CPU).
+    Cost,
+    /// Database round trips per request by statement shape (wire capture).
+    RoundTrips,
+    /// Syscalls per request.
+    Syscalls,
+    /// Task and thread spawns.
+    Spawns,
+    /// Off-CPU waits in locks.
+    LockWaits,
+    /// Pipeline layers (self sampled CPU).
+    Layers,
+    /// User-space functions (sampled CPU with the function on the stack). Kernel frames are
+    /// left out: interrupt and scheduler entry frames move with the machine, not the code
+    /// (kernel time is in the layers and syscalls).
+    Frames,
+}
+
+/// Whether a row's change is beyond noise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Significance {
+    /// The change is larger than the noise.
+    Beyond,
+    /// The change is within the noise.
+    WithinNoise,
+    /// No noise estimate (single profiles, or a side with one run).
+    Unknown,
+    /// Both sides are equal.
+    NoChange,
+}
+
+/// One compared figure.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    /// What it measures.
+    pub section: Section,
+    /// Name (`req/s`, a layer, a cost id, a syscall, a function, a statement).
+    pub name: String,
+    /// Unit of `base`, `head`, `delta` and `noise` (`req/s`, `ms`, `µs/req`, `% of samples`,
+    /// `calls/req`, `round trips/req`, `waits/req`).
+    pub unit: String,
+    /// BASE's value (median of runs for run figures); 0 when absent on that side.
+    pub base: f64,
+    /// HEAD's value.
+    pub head: f64,
+    /// `head - base`.
+    pub delta: f64,
+    /// `delta / base`, percent; `None` when base is 0.
+    pub delta_pct: Option<f64>,
+    /// The change a row must exceed to be called, in `unit`; `None` when unknown.
+    pub noise: Option<f64>,
+    /// Whether the change is beyond it.
+    pub significance: Significance,
+    /// True when a higher value is better (req/s); false for costs and latency.
+    pub higher_is_better: bool,
+    /// Samples (or calls, waits) behind `base` and `head`, for profile figures.
+    pub counts: Option<(u64, u64)>,
+}
+
+impl Row {
+    /// True when the change is beyond noise and for the worse.
+    pub fn is_worse(&self) -> bool {
+        self.significance == Significance::Beyond && ((self.delta < 0.0) == self.higher_is_better)
+    }
+}
+
+/// One test compared.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TestDiff {
+    /// Test name (`deals-create`), or `""` for a single profile.
+    pub name: String,
+    /// How profile figures are scaled.
+    pub normalization: Normalization,
+    /// Requests behind BASE's and HEAD's profile, when known.
+    pub requests: (Option<u64>, Option<u64>),
+    /// On-CPU samples of BASE's and HEAD's profile.
+    pub samples: (u64, u64),
+    /// Measured runs of BASE and HEAD.
+    pub runs: (usize, usize),
+    /// Every row, by section, biggest change first within a section.
+    pub rows: Vec<Row>,
+    /// Profile rows beyond noise, biggest change first (in their unit; CPU rows first).
+    pub top: Vec<Row>,
+    /// The gate's findings: regressions beyond `--fail-on-regression` (text).
+    pub regressions: Vec<String>,
+    /// Notes a reader needs (missing profiles, per-sample scaling, ...).
+    pub notes: Vec<String>,
+}
+
+/// The overall answer, printed first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Throughput or CPU per request (or latency) got worse beyond noise on some test.
+    Regression,
+    /// Some got better beyond noise and none worse.
+    Improvement,
+    /// Throughput, latency and CPU per request within noise, but profile figures changed
+    /// beyond noise.
+    ProfileChanged,
+    /// Nothing changed beyond noise.
+    NoChange,
+    /// Both sides are identical.
+    Identical,
+    /// Things changed but there is no noise estimate (single profiles).
+    SignificanceUnknown,
+}
+
+impl Verdict {
+    /// The sentence `diff.md` starts with.
+    pub fn headline(self) -> &'static str {
+        match self {
+            Verdict::Regression => "regression",
+            Verdict::Improvement => "improvement",
+            Verdict::ProfileChanged => "no change in throughput or CPU per request beyond noise; the profile changed beyond noise",
+            Verdict::NoChange => "no change beyond noise",
+            Verdict::Identical => "no change (identical)",
+            Verdict::SignificanceUnknown => "changed; significance unknown (one run per side: no noise estimate)",
+        }
+    }
+}
+
+/// Description of one side in `diff.json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SideInfo {
+    /// The path given.
+    pub path: String,
+    /// Input kind (`bench`, `attach`, `profile_json`, `pprof`, `perf_script`, `folded`).
+    pub kind: super::import::InputKind,
+    /// Target as recorded.
+    pub target: String,
+    /// `CRM_COSTS` of a bench run.
+    pub costs: Option<String>,
+}
+
+/// The whole diff (`diff.json`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Diff {
+    /// [`DIFF_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// BASE.
+    pub base: SideInfo,
+    /// HEAD.
+    pub head: SideInfo,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Regression threshold, percent of req/s or of CPU per request.
+    pub fail_on_regression_pct: f64,
+    /// Drift added to every noise threshold, percent (`--noise-floor`).
+    pub noise_floor_pct: f64,
+    /// True when some test regressed beyond the threshold (exit status 1).
+    pub failed: bool,
+    /// Per test, in BASE's order.
+    pub tests: Vec<TestDiff>,
+}
+
+/// Options of [`compare`].
+#[derive(Debug, Clone, Copy)]
+pub struct Options<'a> {
+    /// Rules for layers and costs, the same on both sides.
+    pub rules: &'a RuleSet,
+    /// Regression threshold, percent (5 = 5% fewer req/s or 5% more CPU per request).
+    pub fail_on_regression_pct: f64,
+    /// Drift between the two sides' runs that their own spreads cannot show, percent of the
+    /// larger value: added to the noise of every figure (0 = the spreads alone).
+    pub noise_floor_pct: f64,
+}
+
+/// Why two sides cannot be compared.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CompareError {
+    /// One side is a bench output with named tests, the other a single profile.
+    #[error("BASE is {base} and HEAD is {head}: compare a bench output with a bench output, or a profile with a profile (a bench test's folder is a profile)")]
+    DifferentShapes {
+        /// BASE's kind.
+        base: String,
+        /// HEAD's kind.
+        head: String,
+    },
+    /// The bench outputs ran different tests.
+    #[error("BASE and HEAD ran different tests (BASE: {base}; HEAD: {head})")]
+    DifferentTests {
+        /// BASE's tests.
+        base: String,
+        /// HEAD's tests.
+        head: String,
+    },
+    /// The profiles are of different programs.
+    #[error("BASE and HEAD profile different targets (BASE: {base}; HEAD: {head})")]
+    DifferentTargets {
+        /// BASE's executables.
+        base: String,
+        /// HEAD's executables.
+        head: String,
+    },
+}
+
+fn side_info(s: &Side) -> SideInfo {
+    SideInfo { path: s.path.display().to_string(), kind: s.kind, target: s.target.clone(), costs: s.costs.clone() }
+}
+
+/// Compares BASE with HEAD, test by test.
+///
+/// # Errors
+/// [`CompareError`] when the sides are of different shapes (bench vs single profile), ran
+/// different tests, or profile different executables.
+pub fn compare(base: &Side, head: &Side, opts: &Options<'_>) -> Result<Diff, CompareError> {
+    let bench = |s: &Side| s.kind == super::import::InputKind::Bench;
+    if bench(base) != bench(head) {
+        return Err(CompareError::DifferentShapes { base: base.kind.describe().into(), head: head.kind.describe().into() });
+    }
+    let names = |s: &Side| s.tests.iter().map(|t| t.name.clone()).collect::<BTreeSet<_>>();
+    if names(base) != names(head) {
+        let list = |s: &Side| s.tests.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ");
+        return Err(CompareError::DifferentTests { base: list(base), head: list(head) });
+    }
+    if !base.executables.is_empty() && !head.executables.is_empty() && !base.executables.iter().any(|e| head.executables.contains(e)) {
+        return Err(CompareError::DifferentTargets { base: base.executables.join(", "), head: head.executables.join(", ") });
+    }
+    let mut tests = Vec::new();
+    for b in &base.tests {
+        let Some(h) = head.tests.iter().find(|t| t.name == b.name) else { continue };
+        tests.push(compare_test(b, h, opts));
+    }
+    let rows = || tests.iter().flat_map(|t| t.rows.iter());
+    let headline = |r: &&Row| matches!(r.section, Section::Load | Section::Cpu);
+    let verdict = if rows().all(|r| r.significance == Significance::NoChange) {
+        Verdict::Identical
+    } else if rows().filter(headline).any(Row::is_worse) {
+        Verdict::Regression
+    } else if rows().filter(headline).any(|r| r.significance == Significance::Beyond) {
+        Verdict::Improvement
+    } else if rows().any(|r| r.significance == Significance::Beyond) {
+        Verdict::ProfileChanged
+    } else if rows().any(|r| r.significance == Significance::Unknown) {
+        Verdict::SignificanceUnknown
+    } else {
+        Verdict::NoChange
+    };
+    let failed = tests.iter().any(|t| !t.regressions.is_empty());
+    Ok(Diff {
+        schema_version: DIFF_SCHEMA_VERSION,
+        base: side_info(base),
+        head: side_info(head),
+        verdict,
+        fail_on_regression_pct: opts.fail_on_regression_pct,
+        noise_floor_pct: opts.noise_floor_pct,
+        failed,
+        tests,
+    })
+}
+
+/// The figures of one side's profile that rows are made of.
+struct Figures {
+    samples: u64,
+    /// Scale of one sample in the row unit (µs/req or % of samples).
+    k: f64,
+    /// 1 / requests, when per request.
+    per_req: Option<f64>,
+    costs: BTreeMap<String, u64>,
+    layers: BTreeMap<String, u64>,
+    syscalls: BTreeMap<String, u64>,
+    round_trips: BTreeMap<String, u64>,
+    spawn_samples: u64,
+    lock_waits: (u64, u64),
+    frames: BTreeMap<String, u64>,
+}
+
+fn spawn_regex() -> Regex {
+    Regex::new(r"^tokio::(task::spawn::|runtime::.*::)(spawn|spawn_inner|spawn_named|bind_new_task)\b").expect("static regex")
+}
+
+/// Lock frames (std, lock_api, parking_lot), as the `global-locks` fingerprint matches them.
+fn lock_regex() -> Regex {
+    Regex::new(r"^(std::sys::sync::(mutex|rwlock)::|std::sync::(poison::)?(mutex|rwlock)::.*\b(lock|read|write)\b|lock_api::(mutex|rwlock)::|parking_lot::raw_(mutex|rwlock)::)").expect("static regex")
+}
+
+fn figures(profile: &Profile, requests: Option<u64>, norm: Normalization, rules: &RuleSet, label: &str) -> Figures {
+    let ranking = attribute::rank(
+        profile,
+        requests,
+        Bound::Unknown,
+        &RankingOptions { rules, wire: None, base_req_per_s: None, label },
+    );
+    let samples = ranking.samples;
+    let per_req = match norm {
+        Normalization::PerRequest => requests.map(|r| 1.0 / r as f64),
+        Normalization::PerSample => None,
+    };
+    let k = match (norm, per_req) {
+        (Normalization::PerRequest, Some(p)) => 1e6 / profile.meta.frequency_hz.max(1) as f64 * p,
+        _ => 100.0 / samples.max(1) as f64,
+    };
+    let costs = ranking.costs.iter().map(|c| (c.finding.id.clone(), c.finding.samples)).collect();
+    let layers = ranking.layers.iter().map(|l| (l.layer.clone(), l.self_samples)).collect();
+    let syscalls = profile.syscalls.iter().map(|s| (s.name.clone(), s.count)).collect();
+    let mut round_trips = BTreeMap::new();
+    if let Some(w) = &profile.wire {
+        round_trips.insert("all round trips".to_string(), w.pg.round_trips);
+        round_trips.insert("pings".to_string(), w.pg.pings);
+        for s in &w.pg.statements {
+            *round_trips.entry(s.shape.to_string()).or_insert(0) += s.round_trips;
+        }
+    }
+    let spawn = spawn_regex();
+    let lock = lock_regex();
+    let names: Vec<String> = profile.frames.iter().map(folded::frame_name).collect();
+    let paths: Vec<String> = profile.frames.iter().map(attribute::rules::frame_path).collect();
+    let mut stack_samples = vec![0u64; profile.stacks.len()];
+    for c in &profile.on_cpu {
+        if let Some(s) = stack_samples.get_mut(c.stack as usize) {
+            *s += c.count;
+        }
+    }
+    let mut frames: BTreeMap<String, u64> = BTreeMap::new();
+    let mut spawn_samples = 0;
+    for (stack, &n) in profile.stacks.iter().zip(&stack_samples) {
+        if n == 0 {
+            continue;
+        }
+        let mut seen: BTreeSet<&str> = BTreeSet::new();
+        for &f in &stack.frames {
+            let user = profile.frames.get(f as usize).is_some_and(|fr| fr.kind == FrameKind::User);
+            if let Some(name) = names.get(f as usize).filter(|_| user) {
+                seen.insert(name);
+            }
+        }
+        for name in seen {
+            *frames.entry(name.to_string()).or_insert(0) += n;
+        }
+        if stack.frames.iter().any(|&f| paths.get(f as usize).is_some_and(|p| spawn.is_match(p))) {
+            spawn_samples += n;
+        }
+    }
+    let mut lock_waits = (0, 0);
+    for c in &profile.off_cpu {
+        let Some(stack) = profile.stacks.get(c.stack as usize) else { continue };
+        if stack.frames.iter().any(|&f| paths.get(f as usize).is_some_and(|p| lock.is_match(p))) {
+            lock_waits.0 += c.count;
+            lock_waits.1 += c.total_ns;
+        }
+    }
+    Figures { samples, k, per_req, costs, layers, syscalls, round_trips, spawn_samples, lock_waits, frames }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn spread(v: &[f64]) -> f64 {
+    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+    if v.is_empty() {
+        0.0
+    } else {
+        max - min
+    }
+}
+
+/// A row from two values and a noise threshold (`None`: unknown).
+fn row(section: Section, name: &str, unit: &str, base: f64, head: f64, noise: Option<f64>, higher_is_better: bool, counts: Option<(u64, u64)>) -> Row {
+    let delta = head - base;
+    let significance = if delta == 0.0 {
+        Significance::NoChange
+    } else {
+        match noise {
+            Some(n) if delta.abs() > n => Significance::Beyond,
+            Some(_) => Significance::WithinNoise,
+            None => Significance::Unknown,
+        }
+    };
+    Row {
+        section,
+        name: name.to_string(),
+        unit: unit.to_string(),
+        base,
+        head,
+        delta,
+        delta_pct: (base != 0.0).then(|| delta / base * 100.0),
+        noise,
+        significance,
+        higher_is_better,
+        counts,
+    }
+}
+
+/// A row from the measured runs' values on each side.
+fn run_row(name: &str, unit: &str, b: &[f64], h: &[f64], higher_is_better: bool, floor: f64) -> Row {
+    let (mb, mh) = (median(&mut b.to_vec()), median(&mut h.to_vec()));
+    let noise = (b.len() >= 2 && h.len() >= 2).then(|| spread(b) + spread(h) + floor * mb.abs().max(mh.abs()));
+    row(Section::Load, name, unit, mb, mh, noise, higher_is_better, None)
+}
+
+/// Rows of counts scaled by `kb`, `kh` (Poisson noise, see the module docs).
+struct Scaler {
+    /// Relative floor (None: significance unknown).
+    floor: Option<f64>,
+}
+
+impl Scaler {
+    fn row(&self, section: Section, name: &str, unit: &str, (nb, kb): (u64, f64), (nh, kh): (u64, f64)) -> Row {
+        let (b, h) = (nb as f64 * kb, nh as f64 * kh);
+        let se = (nb as f64 * kb * kb + nh as f64 * kh * kh).sqrt();
+        let absolute = if unit.ends_with("/req") && unit != "µs/req" { COUNT_FLOOR_PER_REQUEST } else { 0.0 };
+        let z = if section == Section::Frames { NOISE_Z_FRAMES } else { NOISE_Z };
+        let idle = section == Section::Syscalls && IDLE_SYSCALLS.contains(&name);
+        let noise = self.floor.map(|f| {
+            let relative = if idle { f.max(IDLE_SYSCALL_FLOOR) } else { f };
+            z * se + relative * b.abs().max(h.abs()) + absolute
+        });
+        row(section, name, unit, b, h, noise, false, Some((nb, nh)))
+    }
+}
+
+fn by_change(rows: &mut [Row]) {
+    rows.sort_by(|a, b| a.significance.cmp(&b.significance).then(b.delta.abs().total_cmp(&a.delta.abs())).then(a.name.cmp(&b.name)));
+}
+
+fn compare_test(b: &TestSide, h: &TestSide, opts: &Options<'_>) -> TestDiff {
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+    let mut regressions = Vec::new();
+    let pct = opts.fail_on_regression_pct;
+    let drift = opts.noise_floor_pct / 100.0;
+    let runs = |t: &TestSide, f: fn(&RunFigures) -> Option<f64>| t.runs.iter().filter_map(f).collect::<Vec<f64>>();
+    let have_runs = !b.runs.is_empty() && !h.runs.is_empty();
+    let mut cpu_gate_done = false;
+    if have_runs {
+        let req = run_row("req/s", "req/s", &runs(b, |r| Some(r.req_per_s)), &runs(h, |r| Some(r.req_per_s)), true, drift);
+        let p50 = run_row("latency p50", "ms", &runs(b, |r| Some(r.p50_us / 1e3)), &runs(h, |r| Some(r.p50_us / 1e3)), false, drift);
+        let p99 = run_row("latency p99", "ms", &runs(b, |r| Some(r.p99_us / 1e3)), &runs(h, |r| Some(r.p99_us / 1e3)), false, drift);
+        if req.is_worse() && req.delta_pct.is_some_and(|p| -p > pct) {
+            regressions.push(format!("req/s {:.0} -> {:.0} ({:+.1}%, beyond the noise of {:.0} req/s and the {pct}% threshold)", req.base, req.head, req.delta_pct.unwrap_or(0.0), req.noise.unwrap_or(0.0)));
+        } else if req.significance == Significance::Unknown && req.delta_pct.is_some_and(|p| -p > pct) {
+            regressions.push(format!("req/s {:.0} -> {:.0} ({:+.1}%, beyond the {pct}% threshold; one run per side, noise unknown)", req.base, req.head, req.delta_pct.unwrap_or(0.0)));
+        }
+        rows.extend([req, p50, p99]);
+        let (cb, ch) = (runs(b, |r| r.cpu_us_per_request), runs(h, |r| r.cpu_us_per_request));
+        if !cb.is_empty() && !ch.is_empty() {
+            let mut cpu = run_row("app CPU per request (accounted, /proc)", "µs/req", &cb, &ch, false, drift);
+            cpu.section = Section::Cpu;
+            if cpu.delta_pct.is_some_and(|p| p > pct) && (cpu.is_worse() || cpu.significance == Significance::Unknown) {
+                regressions.push(format!("app CPU per request {:.1} -> {:.1} µs ({:+.1}%, {})", cpu.base, cpu.head, cpu.delta_pct.unwrap_or(0.0), noise_words(&cpu)));
+            }
+            cpu_gate_done = true;
+            rows.push(cpu);
+        }
+    } else if !b.runs.is_empty() || !h.runs.is_empty() {
+        notes.push("only one side has measured runs: throughput and latency are not compared".into());
+    }
+    let (Some(pb), Some(ph)) = (&b.profile, &h.profile) else {
+        for (side, t) in [("BASE", b), ("HEAD", h)] {
+            if t.profile.is_none() {
+                notes.push(format!("{side} has no profile of this test{}: profile figures are not compared", t.profile_error.as_deref().map_or(String::new(), |e| format!(" ({e})"))));
+            }
+        }
+        return finish(b, h, rows, notes, regressions, Normalization::PerSample, (0, 0));
+    };
+    let per_request = b.requests.is_some() && h.requests.is_some() && pb.meta.frequency_hz > 0 && ph.meta.frequency_hz > 0;
+    let norm = if per_request { Normalization::PerRequest } else { Normalization::PerSample };
+    if !per_request {
+        notes.push("per sample: a side has no request count or no sampling frequency, so CPU figures are shares of on-CPU samples and counts per request are left out".into());
+    }
+    let fb = figures(pb, b.requests, norm, opts.rules, &b.name);
+    let fh = figures(ph, h.requests, norm, opts.rules, &h.name);
+    // The relative floor: only with measured runs on both sides (bench).
+    let floor = have_runs.then(|| {
+        let rel = |t: &TestSide| {
+            let mut v = runs(t, |r| r.cpu_us_per_request);
+            let m = median(&mut v);
+            if m > 0.0 {
+                spread(&v) / m
+            } else {
+                0.0
+            }
+        };
+        NOISE_FLOOR.max(drift).max(rel(b)).max(rel(h))
+    });
+    let sc = Scaler { floor };
+    let cpu_unit = match norm {
+        Normalization::PerRequest => "µs/req",
+        Normalization::PerSample => "% of samples",
+    };
+    let sampled = |nb: u64, nh: u64| ((nb, fb.k), (nh, fh.k));
+    if per_request {
+        let (x, y) = sampled(fb.samples, fh.samples);
+        let mut cpu = sc.row(Section::Cpu, "sampled CPU per request (profile)", cpu_unit, x, y);
+        if !cpu_gate_done && cpu.delta_pct.is_some_and(|p| p > pct) && (cpu.is_worse() || cpu.significance == Significance::Unknown) {
+            regressions.push(format!("sampled CPU per request {:.1} -> {:.1} µs ({:+.1}%, {})", cpu.base, cpu.head, cpu.delta_pct.unwrap_or(0.0), noise_words(&cpu)));
+        }
+        cpu.higher_is_better = false;
+        rows.push(cpu);
+    }
+    let section = |s: Section, unit: &str, mb: &BTreeMap<String, u64>, mh: &BTreeMap<String, u64>, kb: f64, kh: f64, min: u64| {
+        let keys: BTreeSet<&String> = mb.keys().chain(mh.keys()).collect();
+        let mut v: Vec<Row> = keys
+            .into_iter()
+            .filter_map(|k| {
+                let (nb, nh) = (mb.get(k).copied().unwrap_or(0), mh.get(k).copied().unwrap_or(0));
+                (nb.max(nh) >= min.max(1)).then(|| sc.row(s, k, unit, (nb, kb), (nh, kh)))
+            })
+            .collect();
+        by_change(&mut v);
+        v
+    };
+    rows.extend(section(Section::Cost, cpu_unit, &fb.costs, &fh.costs, fb.k, fh.k, 1));
+    if let (Some(rb), Some(rh)) = (fb.per_req, fh.per_req) {
+        rows.extend(section(Section::RoundTrips, "round trips/req", &fb.round_trips, &fh.round_trips, rb, rh, 1));
+        rows.extend(section(Section::Syscalls, "calls/req", &fb.syscalls, &fh.syscalls, rb, rh, 1));
+        let clones = |f: &Figures| ["clone", "clone3", "fork", "vfork"].iter().filter_map(|n| f.syscalls.get(*n)).sum::<u64>();
+        let mut spawns = vec![
+            sc.row(Section::Spawns, "tokio task spawns (CPU in spawn calls)", cpu_unit, (fb.spawn_samples, fb.k), (fh.spawn_samples, fh.k)),
+            sc.row(Section::Spawns, "thread/process spawns (clone, clone3, fork, vfork)", "calls/req", (clones(&fb), rb), (clones(&fh), rh)),
+        ];
+        spawns.retain(|r| r.counts != Some((0, 0)));
+        rows.extend(spawns);
+        let mut locks = vec![sc.row(Section::LockWaits, "off-CPU waits in Mutex/RwLock", "waits/req", (fb.lock_waits.0, rb), (fh.lock_waits.0, rh))];
+        // Time waited: the Poisson error of the wait count, applied to the mean wait.
+        let us = |f: &Figures, r: f64| if f.lock_waits.0 > 0 { (f.lock_waits.0, f.lock_waits.1 as f64 / 1e3 / f.lock_waits.0 as f64 * r) } else { (0, 0.0) };
+        locks.push(sc.row(Section::LockWaits, "time waited in Mutex/RwLock", "µs/req", us(&fb, rb), us(&fh, rh)));
+        locks.retain(|r| r.counts != Some((0, 0)));
+        rows.extend(locks);
+    }
+    rows.extend(section(Section::Layers, cpu_unit, &fb.layers, &fh.layers, fb.k, fh.k, 1));
+    rows.extend(section(Section::Frames, cpu_unit, &fb.frames, &fh.frames, fb.k, fh.k, MIN_FRAME_SAMPLES));
+    finish(b, h, rows, notes, regressions, norm, (fb.samples, fh.samples))
+}
+
+fn noise_words(r: &Row) -> String {
+    match (r.significance, r.noise) {
+        (Significance::Beyond, Some(n)) => format!("beyond the noise of {n:.1}"),
+        _ => "noise unknown".into(),
+    }
+}
+
+fn finish(b: &TestSide, h: &TestSide, rows: Vec<Row>, notes: Vec<String>, regressions: Vec<String>, normalization: Normalization, samples: (u64, u64)) -> TestDiff {
+    let mut top: Vec<Row> = rows
+        .iter()
+        .filter(|r| r.significance == Significance::Beyond && !matches!(r.section, Section::Load | Section::Cpu))
+        .cloned()
+        .collect();
+    // CPU rows (µs or % of samples) first, biggest change first; counts after.
+    let is_cpu = |r: &Row| r.unit == "µs/req" || r.unit == "% of samples";
+    top.sort_by(|x, y| is_cpu(y).cmp(&is_cpu(x)).then(y.delta.abs().total_cmp(&x.delta.abs())).then(x.name.cmp(&y.name)));
+    TestDiff {
+        name: b.name.clone(),
+        normalization,
+        requests: (b.requests, h.requests),
+        samples,
+        runs: (b.runs.len(), h.runs.len()),
+        rows,
+        top,
+        regressions,
+        notes,
+    }
+}

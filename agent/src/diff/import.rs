@@ -1,0 +1,569 @@
+//! Importers: one side of a diff from any input `profiler diff` takes.
+//!
+//! [`load`] looks at the path and its first bytes and picks the reader:
+//!
+//! | input | how it is recognized | what a side gets |
+//! |---|---|---|
+//! | bench output folder | a folder with `results.json` (or that file itself) | one [`TestSide`] per test: its measured runs from `results.json`, its profile from `<test>/profile.json`, requests = wrk's count of the profiled run |
+//! | attach output folder | a folder with `profile.json` (a bench test's folder too) | one unnamed test; requests from its `ranking.json` (`requests`) or the profile's wire capture |
+//! | `profile.json` | JSON with `"format": "profiler-profile"` (gzip-compressed too) | as an attach folder |
+//! | pprof | gzip-compressed or plain `perftools.profiles.Profile` protobuf (google/pprof `proto/profile.proto`, decoded with the `pprof` crate's prost types) | on-CPU stacks; sample value `samples` (else the default sample type, else the first); frequency from a `cpu/nanoseconds` period |
+//! | `perf script` text | inferno's perf collapser says it applies (an event line followed by a stack line) | stacks folded by `inferno::collapse::perf` (comm first) |
+//! | folded stacks | every non-empty line is `frame;frame;... COUNT` | stacks as written (first element included as a frame) |
+//!
+//! Every input becomes a [`Profile`], so one code path ranks and compares them. Frames named
+//! `..._[k]` become kernel frames and `..._[i]` inlined frames (the folded-stack conventions of
+//! [`crate::profile::folded`]), so a folded file written by `profiler` reads back to the same
+//! names. Files are read whole, at most [`MAX_INPUT_BYTES`] (gzip: decompressed).
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use crate::profile::{self, Frame, FrameKind, Profile, Stack, StackCount};
+
+/// Largest input read (after gzip decompression), bytes: 1 GiB.
+pub const MAX_INPUT_BYTES: u64 = 1 << 30;
+
+/// What kind of input a side was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputKind {
+    /// A `profiler bench` output folder (`results.json` + one folder per test).
+    Bench,
+    /// A `profiler attach` output folder (`profile.json`, `ranking.json`, ...).
+    Attach,
+    /// A `profile.json` file.
+    ProfileJson,
+    /// A pprof protobuf (`profile.pb.gz`).
+    Pprof,
+    /// `perf script` output.
+    PerfScript,
+    /// Folded stacks.
+    Folded,
+}
+
+impl InputKind {
+    /// A short name for reports, e.g. `bench output`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            InputKind::Bench => "bench output",
+            InputKind::Attach => "attach output",
+            InputKind::ProfileJson => "profile.json",
+            InputKind::Pprof => "pprof",
+            InputKind::PerfScript => "perf script",
+            InputKind::Folded => "folded stacks",
+        }
+    }
+}
+
+/// Figures of one measured (unprofiled) bench run.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct RunFigures {
+    /// Throughput, req/s (wrk).
+    pub req_per_s: f64,
+    /// Latency p50, µs (wrk).
+    pub p50_us: f64,
+    /// Latency p99, µs (wrk).
+    pub p99_us: f64,
+    /// CPU the app used per request, µs: its `/proc` CPU time over the run / wrk's requests.
+    pub cpu_us_per_request: Option<f64>,
+}
+
+/// One test of one side: its profile and, from a bench, its measured runs.
+#[derive(Debug, Clone)]
+pub struct TestSide {
+    /// The bench test name (`deals-create`), or `""` for a single profile.
+    pub name: String,
+    /// The profile (the bench's profiled run), `None` when the bench did not profile the test.
+    pub profile: Option<Profile>,
+    /// HTTP requests the profile covers, when known (wrk's count, or the wire capture's).
+    pub requests: Option<u64>,
+    /// Where `requests` came from: `wrk`, `ranking.json`, `wire`.
+    pub requests_source: Option<&'static str>,
+    /// Measured runs (bench only), in order.
+    pub runs: Vec<RunFigures>,
+    /// Why the bench has no profile for this test, when it says.
+    pub profile_error: Option<String>,
+}
+
+/// One side of a diff (BASE or HEAD).
+#[derive(Debug, Clone)]
+pub struct Side {
+    /// The path as given.
+    pub path: PathBuf,
+    /// What it was read as.
+    pub kind: InputKind,
+    /// The target as recorded (`container navree`), or the file name for imported stacks.
+    pub target: String,
+    /// Executable names of the target's processes (file names of `/proc/PID/exe`), when known.
+    pub executables: Vec<String>,
+    /// `CRM_COSTS` of a bench run.
+    pub costs: Option<String>,
+    /// Tests, in order; exactly one for every kind but [`InputKind::Bench`].
+    pub tests: Vec<TestSide>,
+}
+
+/// Why a side could not be read. Every message is one line naming the path.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// The path could not be read.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A `profile.json` the profile reader refused (wrong kind, future schema, invalid).
+    #[error("{0}")]
+    Profile(#[from] profile::json::JsonError),
+    /// Not an input `profiler diff` reads.
+    #[error("{}: {what}", path.display())]
+    WrongKind {
+        /// The path.
+        path: PathBuf,
+        /// What was found, and what was expected.
+        what: String,
+    },
+    /// A file of a schema newer than this profiler reads.
+    #[error("{}: {file} schema version {found} is newer than the {supported} this profiler reads; use a newer profiler", path.display())]
+    FutureVersion {
+        /// The path.
+        path: PathBuf,
+        /// The file kind (`results.json`).
+        file: &'static str,
+        /// The version in the file.
+        found: u64,
+        /// The newest version this profiler reads.
+        supported: u64,
+    },
+    /// The right kind of file, but its content is broken.
+    #[error("{}: invalid {file}: {detail}", path.display())]
+    Invalid {
+        /// The path.
+        path: PathBuf,
+        /// The file kind.
+        file: &'static str,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A profile without any on-CPU sample.
+    #[error("{}: empty profile (no on-CPU samples)", path.display())]
+    Empty {
+        /// The path.
+        path: PathBuf,
+    },
+}
+
+/// Reads one side of a diff from `path` (see the [module docs](self) for what is accepted).
+///
+/// # Errors
+/// [`ImportError`] with one line naming the file: unreadable, not a supported kind, a schema
+/// from the future, invalid content, or a profile with no on-CPU sample.
+pub fn load(path: &Path) -> Result<Side, ImportError> {
+    let io = |source| ImportError::Io { path: path.to_path_buf(), source };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if meta.is_dir() {
+        if path.join("results.json").is_file() {
+            return load_bench(path);
+        }
+        if path.join("profile.json").is_file() {
+            return load_attach(path);
+        }
+        return Err(ImportError::WrongKind {
+            path: path.to_path_buf(),
+            what: "a folder with neither results.json (bench output) nor profile.json (attach output)".into(),
+        });
+    }
+    let bytes = read_bounded(path)?;
+    if path.file_name().is_some_and(|n| n == "results.json") {
+        return load_bench(path.parent().unwrap_or(Path::new(".")));
+    }
+    from_bytes(&bytes, path)
+}
+
+/// Reads a file, gunzipping it when it starts with the gzip magic, up to [`MAX_INPUT_BYTES`].
+fn read_bounded(path: &Path) -> Result<Vec<u8>, ImportError> {
+    let io = |source| ImportError::Io { path: path.to_path_buf(), source };
+    let mut raw = Vec::new();
+    std::fs::File::open(path).map_err(io)?.take(MAX_INPUT_BYTES + 1).read_to_end(&mut raw).map_err(io)?;
+    if raw.len() as u64 > MAX_INPUT_BYTES {
+        return Err(ImportError::WrongKind { path: path.to_path_buf(), what: format!("larger than {MAX_INPUT_BYTES} bytes") });
+    }
+    gunzip_if_gzip(&raw, path)
+}
+
+fn gunzip_if_gzip(raw: &[u8], path: &Path) -> Result<Vec<u8>, ImportError> {
+    if !raw.starts_with(&[0x1f, 0x8b]) {
+        return Ok(raw.to_vec());
+    }
+    let mut out = Vec::new();
+    flate2::read::MultiGzDecoder::new(raw).take(MAX_INPUT_BYTES + 1).read_to_end(&mut out).map_err(|e| ImportError::Invalid {
+        path: path.to_path_buf(),
+        file: "gzip file",
+        detail: e.to_string(),
+    })?;
+    if out.len() as u64 > MAX_INPUT_BYTES {
+        return Err(ImportError::WrongKind { path: path.to_path_buf(), what: format!("decompresses to more than {MAX_INPUT_BYTES} bytes") });
+    }
+    Ok(out)
+}
+
+/// Reads one side from the bytes of a single file (`path` only names it in errors): a
+/// `profile.json`, pprof, `perf script` text or folded stacks, gzip-compressed or not.
+///
+/// # Errors
+/// See [`load`].
+pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Side, ImportError> {
+    let bytes = gunzip_if_gzip(bytes, path)?;
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace()).copied();
+    let (kind, profile) = match first {
+        None => return Err(ImportError::Empty { path: path.to_path_buf() }),
+        Some(b'{') | Some(b'[') => (InputKind::ProfileJson, json_profile(&bytes, path)?),
+        _ => match std::str::from_utf8(&bytes) {
+            Ok(text) if looks_like_text(text) => text_profile(text, path)?,
+            _ => (InputKind::Pprof, pprof_profile(&bytes, path)?),
+        },
+    };
+    single(path, kind, profile, None, None)
+}
+
+fn looks_like_text(text: &str) -> bool {
+    !text.chars().take(4096).any(|c| c.is_control() && !c.is_whitespace())
+}
+
+fn json_profile(bytes: &[u8], path: &Path) -> Result<Profile, ImportError> {
+    // A JSON file of another kind we know: say what it is.
+    if let Ok(serde_json::Value::Object(map)) = serde_json::from_slice::<serde_json::Value>(bytes) {
+        if map.contains_key("tests") && map.contains_key("settings") && !map.contains_key("format") {
+            return Err(ImportError::WrongKind {
+                path: path.to_path_buf(),
+                what: "a bench results.json under another name: pass its folder".into(),
+            });
+        }
+        if map.contains_key("layers") && map.contains_key("costs") && !map.contains_key("format") {
+            return Err(ImportError::WrongKind {
+                path: path.to_path_buf(),
+                what: "a ranking.json: pass the folder with its profile.json".into(),
+            });
+        }
+    }
+    Ok(profile::json::from_slice(bytes, path)?)
+}
+
+fn text_profile(text: &str, path: &Path) -> Result<(InputKind, Profile), ImportError> {
+    use inferno::collapse::Collapse;
+    let mut options = inferno::collapse::perf::Options::default();
+    options.nthreads = 1;
+    let mut perf = inferno::collapse::perf::Folder::from(options);
+    if perf.is_applicable(text) == Some(true) {
+        let mut folded = Vec::new();
+        perf.collapse(text.as_bytes(), &mut folded).map_err(|e| ImportError::Invalid {
+            path: path.to_path_buf(),
+            file: "perf script output",
+            detail: e.to_string(),
+        })?;
+        let folded = String::from_utf8_lossy(&folded);
+        return Ok((InputKind::PerfScript, folded_profile(&folded, path, "perf script output")?));
+    }
+    Ok((InputKind::Folded, folded_profile(text, path, "folded stacks")?))
+}
+
+/// Parses folded stacks (`a;b;c 12` per line) into a profile: one on-CPU [`StackCount`] per
+/// line, frames root first, no thread name.
+fn folded_profile(text: &str, path: &Path, what: &'static str) -> Result<Profile, ImportError> {
+    let mut builder = Builder::default();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim_end();
+        if line.is_empty() {
+            continue;
+        }
+        let bad = |detail: String| ImportError::WrongKind {
+            path: path.to_path_buf(),
+            what: format!("not profile.json, pprof, perf script or {what}: line {}: {detail}", i + 1),
+        };
+        let (stack, count) = line.rsplit_once(' ').ok_or_else(|| bad("no `stack count` pair".into()))?;
+        let count: u64 = count.parse().map_err(|_| bad(format!("`{}` is not a sample count", cut(count, 40))))?;
+        let stack = stack.trim_end();
+        if stack.is_empty() {
+            return Err(bad("empty stack".into()));
+        }
+        let frames: Vec<Frame> = stack.split(';').map(frame_from_folded).collect();
+        builder.add(frames, String::new(), count);
+    }
+    Ok(builder.finish())
+}
+
+fn cut(s: &str, n: usize) -> String {
+    s.chars().take(n).collect()
+}
+
+fn frame_from_folded(name: &str) -> Frame {
+    let (function, kind, inlined) = if let Some(n) = name.strip_suffix("_[k]") {
+        (n, FrameKind::Kernel, false)
+    } else if let Some(n) = name.strip_suffix("_[i]") {
+        (n, FrameKind::User, true)
+    } else {
+        (name, FrameKind::User, false)
+    };
+    Frame {
+        function: function.to_string(),
+        module: if kind == FrameKind::Kernel { "[kernel]".into() } else { String::new() },
+        kind,
+        inlined,
+        file: None,
+        line: None,
+    }
+}
+
+/// Interns frames and stacks into a [`Profile`].
+#[derive(Default)]
+struct Builder {
+    profile: Profile,
+    frames: HashMap<Frame, u32>,
+    stacks: HashMap<Vec<u32>, u32>,
+}
+
+impl Builder {
+    fn add(&mut self, frames: Vec<Frame>, thread: String, count: u64) {
+        let mut ids = Vec::with_capacity(frames.len());
+        for f in frames {
+            let next = self.profile.frames.len() as u32;
+            let id = *self.frames.entry(f.clone()).or_insert_with(|| {
+                self.profile.frames.push(f);
+                next
+            });
+            ids.push(id);
+        }
+        let next = self.profile.stacks.len() as u32;
+        let stack = *self.stacks.entry(ids.clone()).or_insert_with(|| {
+            self.profile.stacks.push(Stack { frames: ids, truncated: false });
+            next
+        });
+        self.profile.on_cpu.push(StackCount { pid: 0, tid: 0, thread, stack, count, total_ns: 0 });
+    }
+
+    fn finish(mut self) -> Profile {
+        self.profile.schema_version = profile::SCHEMA_VERSION;
+        self.profile
+    }
+}
+
+/// Decodes a pprof protobuf into a profile (see the [module docs](self)).
+fn pprof_profile(bytes: &[u8], path: &Path) -> Result<Profile, ImportError> {
+    use pprof::protos::Message;
+    let wrong = |what: String| ImportError::WrongKind { path: path.to_path_buf(), what };
+    let p = pprof::protos::Profile::decode(bytes)
+        .map_err(|e| wrong(format!("not profile.json, pprof, perf script or folded stacks (as protobuf: {e})")))?;
+    let st = &p.string_table;
+    if st.first().map(String::as_str) != Some("") || p.sample_type.is_empty() {
+        return Err(wrong("not profile.json, pprof, perf script or folded stacks (no pprof string table or sample type)".into()));
+    }
+    let s = |i: i64| -> Option<&str> { usize::try_from(i).ok().and_then(|i| st.get(i)).map(String::as_str) };
+    let invalid = |detail: String| ImportError::Invalid { path: path.to_path_buf(), file: "pprof profile", detail };
+    let value_index = p
+        .sample_type
+        .iter()
+        .position(|t| s(t.ty) == Some("samples"))
+        .or_else(|| (p.default_sample_type != 0).then(|| p.sample_type.iter().position(|t| t.ty == p.default_sample_type)).flatten())
+        .unwrap_or(0);
+    let functions: HashMap<u64, &pprof::protos::Function> = p.function.iter().map(|f| (f.id, f)).collect();
+    let mappings: HashMap<u64, &pprof::protos::Mapping> = p.mapping.iter().map(|m| (m.id, m)).collect();
+    let locations: HashMap<u64, &pprof::protos::Location> = p.location.iter().map(|l| (l.id, l)).collect();
+    let label_thread = st.iter().position(|x| x == "thread").map(|i| i as i64);
+    let mut builder = Builder::default();
+    for sample in &p.sample {
+        let Some(&value) = sample.value.get(value_index) else {
+            return Err(invalid(format!("a sample has {} values for {} sample types", sample.value.len(), p.sample_type.len())));
+        };
+        if value <= 0 {
+            continue;
+        }
+        let mut frames = Vec::new();
+        // location_id is leaf first; a location's lines are innermost first.
+        for id in sample.location_id.iter().rev() {
+            let loc = locations.get(id).ok_or_else(|| invalid(format!("sample refers to missing location {id}")))?;
+            let module = mappings.get(&loc.mapping_id).and_then(|m| s(m.filename)).unwrap_or("");
+            let module = Path::new(module).file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned());
+            let kernel = module.starts_with("[kernel");
+            if loc.line.is_empty() {
+                frames.push(Frame {
+                    function: format!("0x{:x}", loc.address),
+                    module: module.clone(),
+                    kind: if kernel { FrameKind::Kernel } else { FrameKind::User },
+                    inlined: false,
+                    file: None,
+                    line: None,
+                });
+            }
+            for (i, line) in loc.line.iter().rev().enumerate() {
+                let f = functions.get(&line.function_id).ok_or_else(|| invalid(format!("line refers to missing function {}", line.function_id)))?;
+                let name = s(f.name).ok_or_else(|| invalid(format!("function {} has no name in the string table", f.id)))?;
+                frames.push(Frame {
+                    function: if name.is_empty() { "[unknown]".into() } else { name.to_string() },
+                    module: module.clone(),
+                    kind: if kernel { FrameKind::Kernel } else { FrameKind::User },
+                    inlined: i > 0,
+                    file: s(f.filename).filter(|x| !x.is_empty()).map(str::to_string),
+                    line: u32::try_from(line.line).ok().filter(|&l| l > 0),
+                });
+            }
+        }
+        let thread = sample
+            .label
+            .iter()
+            .find(|l| Some(l.key) == label_thread)
+            .and_then(|l| s(l.str))
+            .unwrap_or("")
+            .to_string();
+        builder.add(frames, thread, value as u64);
+    }
+    let mut profile = builder.finish();
+    let period_is_cpu_ns = p.period_type.as_ref().is_some_and(|t| s(t.ty) == Some("cpu") && s(t.unit) == Some("nanoseconds"));
+    if period_is_cpu_ns && p.period > 0 {
+        profile.meta.frequency_hz = (1e9 / p.period as f64).round() as u64;
+    }
+    profile.meta.duration_ns = u64::try_from(p.duration_nanos).unwrap_or(0);
+    profile.meta.target = p.comment.iter().filter_map(|&c| s(c)).find_map(|c| c.strip_prefix("target: ")).unwrap_or("").to_string();
+    Ok(profile)
+}
+
+fn executables(profile: &Profile) -> Vec<String> {
+    let mut v: Vec<String> = profile
+        .processes
+        .iter()
+        .filter_map(|p| Path::new(&p.exe).file_name().map(|n| n.to_string_lossy().into_owned()))
+        .filter(|n| !n.is_empty())
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn check_samples(profile: &Profile, path: &Path) -> Result<(), ImportError> {
+    if profile.on_cpu.iter().all(|c| c.count == 0) {
+        return Err(ImportError::Empty { path: path.to_path_buf() });
+    }
+    Ok(())
+}
+
+fn single(
+    path: &Path,
+    kind: InputKind,
+    profile: Profile,
+    requests: Option<u64>,
+    requests_source: Option<&'static str>,
+) -> Result<Side, ImportError> {
+    check_samples(&profile, path)?;
+    let (requests, requests_source) = match (requests, profile.wire.as_ref().map(|w| w.http.requests).filter(|&r| r > 0)) {
+        (Some(r), _) => (Some(r), requests_source),
+        (None, Some(r)) => (Some(r), Some("wire")),
+        _ => (None, None),
+    };
+    let target = if profile.meta.target.is_empty() {
+        path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
+    } else {
+        profile.meta.target.clone()
+    };
+    Ok(Side {
+        path: path.to_path_buf(),
+        kind,
+        target,
+        executables: executables(&profile),
+        costs: None,
+        tests: vec![TestSide { name: String::new(), profile: Some(profile), requests, requests_source, runs: Vec::new(), profile_error: None }],
+    })
+}
+
+/// `requests` of a `ranking.json` beside a profile (a documented field), when it has one.
+fn ranking_requests(dir: &Path) -> Result<Option<u64>, ImportError> {
+    let path = dir.join("ranking.json");
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let bytes = std::fs::read(&path).map_err(|source| ImportError::Io { path: path.clone(), source })?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| ImportError::Invalid { path: path.clone(), file: "ranking.json", detail: e.to_string() })?;
+    if let Some(found) = v.get("schema_version").and_then(|x| x.as_u64()) {
+        let supported = u64::from(crate::attribute::ranking::RANKING_SCHEMA_VERSION);
+        if found > supported {
+            return Err(ImportError::FutureVersion { path, file: "ranking.json", found, supported });
+        }
+    }
+    Ok(v.get("requests").and_then(|r| r.as_u64()).filter(|&r| r > 0))
+}
+
+fn load_attach(dir: &Path) -> Result<Side, ImportError> {
+    let path = dir.join("profile.json");
+    let bytes = read_bounded(&path)?;
+    let profile = json_profile(&bytes, &path)?;
+    let requests = ranking_requests(dir)?;
+    let mut side = single(&path, InputKind::Attach, profile, requests, requests.map(|_| "ranking.json"))?;
+    side.path = dir.to_path_buf();
+    Ok(side)
+}
+
+fn load_bench(dir: &Path) -> Result<Side, ImportError> {
+    use bench::results::{BenchResults, RESULTS_SCHEMA_VERSION};
+    let path = dir.join("results.json");
+    let bytes = read_bounded(&path)?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| ImportError::WrongKind { path: path.clone(), what: format!("not JSON ({e})") })?;
+    let Some(map) = value.as_object().filter(|m| m.contains_key("tests") && m.contains_key("settings")) else {
+        return Err(ImportError::WrongKind { path, what: "not a bench results.json (no \"tests\" and \"settings\")".into() });
+    };
+    if let Some(found) = map.get("schema_version").and_then(|v| v.as_u64()) {
+        let supported = u64::from(RESULTS_SCHEMA_VERSION);
+        if found > supported {
+            return Err(ImportError::FutureVersion { path, file: "results.json", found, supported });
+        }
+    }
+    let results: BenchResults =
+        serde_json::from_value(value).map_err(|e| ImportError::Invalid { path: path.clone(), file: "results.json", detail: e.to_string() })?;
+    if results.tests.is_empty() {
+        return Err(ImportError::Invalid { path, file: "results.json", detail: "no test was measured".into() });
+    }
+    let mut tests = Vec::new();
+    let mut target = String::new();
+    let mut exes = Vec::new();
+    for t in &results.tests {
+        let runs = t
+            .runs
+            .iter()
+            .map(|r| RunFigures {
+                req_per_s: r.wrk.req_per_s,
+                p50_us: r.wrk.latency.p50_us as f64,
+                p99_us: r.wrk.latency.p99_us as f64,
+                cpu_us_per_request: (r.wrk.requests > 0 && r.app.cpu_ns > 0).then(|| r.app.cpu_ns as f64 / 1e3 / r.wrk.requests as f64),
+            })
+            .collect();
+        let (profile, requests) = match &t.profiled {
+            Some(p) => {
+                let ppath = dir.join(&p.dir).join("profile.json");
+                let bytes = read_bounded(&ppath)?;
+                let profile = json_profile(&bytes, &ppath)?;
+                check_samples(&profile, &ppath)?;
+                if target.is_empty() {
+                    target = profile.meta.target.clone();
+                }
+                exes.extend(executables(&profile));
+                (Some(profile), Some(p.run.wrk.requests).filter(|&r| r > 0))
+            }
+            None => (None, None),
+        };
+        tests.push(TestSide {
+            name: t.test.name().to_string(),
+            profile,
+            requests,
+            requests_source: requests.map(|_| "wrk"),
+            runs,
+            profile_error: t.profile_error.clone(),
+        });
+    }
+    exes.sort();
+    exes.dedup();
+    if target.is_empty() {
+        target = format!("bench app {}", results.settings.name);
+    }
+    Ok(Side { path: dir.to_path_buf(), kind: InputKind::Bench, target, executables: exes, costs: Some(results.settings.costs.clone()), tests })
+}

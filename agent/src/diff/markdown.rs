@@ -1,0 +1,248 @@
+//! `diff.md`: the diff as a GitHub pull-request comment and job summary.
+//!
+//! GitHub-flavoured Markdown only: headings, lists, tables, code spans; no raw HTML (GitHub
+//! strips most of it). Names go into code spans with `|` escaped (GFM splits table cells on
+//! it) and backticks replaced by `'`; long names are cut to [`MAX_NAME_CHARS`]. Each table
+//! shows at most [`MAX_ROWS`] rows (changes beyond noise first, then the biggest), and the
+//! whole text stays under [`MAX_CHARS`] (GitHub's comment limit is 65,536 characters).
+
+use std::fmt::Write as _;
+
+use super::compare::{Diff, Normalization, Row, Section, Significance, TestDiff};
+
+/// Longest text written, characters (GitHub comments hold at most 65,536).
+pub const MAX_CHARS: usize = 60_000;
+
+/// Rows per table.
+pub const MAX_ROWS: usize = 12;
+
+/// Longest name shown in a table cell, characters.
+pub const MAX_NAME_CHARS: usize = 120;
+
+/// A name as a code span safe in a GFM table cell.
+pub fn code(name: &str) -> String {
+    let mut s: String = name.chars().take(MAX_NAME_CHARS).collect();
+    if name.chars().count() > MAX_NAME_CHARS {
+        s.push('…');
+    }
+    let s = s.replace('`', "'").replace('|', "\\|").replace(['\n', '\r'], " ");
+    format!("`{s}`")
+}
+
+fn num(x: f64) -> String {
+    let a = x.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 100.0 {
+        format!("{x:.0}")
+    } else if a >= 10.0 {
+        format!("{x:.1}")
+    } else if a >= 0.1 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.4}")
+    }
+}
+
+fn signed(x: f64) -> String {
+    if x > 0.0 {
+        format!("+{}", num(x))
+    } else {
+        num(x)
+    }
+}
+
+/// `+1.23 (+4.5%)`.
+fn change(r: &Row) -> String {
+    match r.delta_pct {
+        Some(p) => format!("{} ({:+.1}%)", signed(r.delta), p),
+        None => format!("{} (new)", signed(r.delta)),
+    }
+}
+
+fn significance(r: &Row) -> &'static str {
+    match r.significance {
+        Significance::Beyond if r.is_worse() => "**worse, beyond noise**",
+        Significance::Beyond if matches!(r.section, Section::Load | Section::Cpu) || r.higher_is_better => "**better, beyond noise**",
+        Significance::Beyond if r.delta > 0.0 => "**grew, beyond noise**",
+        Significance::Beyond => "**shrank, beyond noise**",
+        Significance::WithinNoise => "within noise",
+        Significance::Unknown => "significance unknown",
+        Significance::NoChange => "no change",
+    }
+}
+
+fn noise(r: &Row) -> String {
+    r.noise.map_or("?".into(), |n| format!("±{}", num(n)))
+}
+
+fn table(s: &mut String, first: &str, rows: &[&Row], unit_in_header: Option<&str>) {
+    let unit = unit_in_header.map_or(String::new(), |u| format!(" ({u})"));
+    let _ = writeln!(s, "| {first} | BASE{unit} | HEAD{unit} | change | noise | |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---|");
+    for r in rows.iter().take(MAX_ROWS) {
+        let name = if unit_in_header.is_some() { code(&r.name) } else { format!("{} ({})", r.name, r.unit) };
+        let _ = writeln!(s, "| {name} | {} | {} | {} | {} | {} |", num(r.base), num(r.head), change(r), noise(r), significance(r));
+    }
+    if rows.len() > MAX_ROWS {
+        let beyond = rows[MAX_ROWS..].iter().filter(|r| r.significance == Significance::Beyond).count();
+        let _ = writeln!(s, "\n{} more rows in `diff.json` ({beyond} of them beyond noise).", rows.len() - MAX_ROWS);
+    }
+    let _ = writeln!(s);
+}
+
+fn test_title(t: &TestDiff, diff: &Diff) -> String {
+    if t.name.is_empty() {
+        if diff.base.target == diff.head.target {
+            diff.base.target.clone()
+        } else {
+            format!("{} → {}", diff.base.target, diff.head.target)
+        }
+    } else {
+        t.name.clone()
+    }
+}
+
+/// Renders `diff.md`.
+pub fn render(diff: &Diff) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "## profiler diff: {}\n", diff.verdict.headline());
+    let failing: Vec<(&TestDiff, &String)> = diff.tests.iter().flat_map(|t| t.regressions.iter().map(move |r| (t, r))).collect();
+    if failing.is_empty() {
+        let _ = writeln!(s, "No test regressed by more than {}% of req/s or CPU per request.\n", diff.fail_on_regression_pct);
+    } else {
+        let _ = writeln!(s, "**Regression beyond {}%** (the check fails):\n", diff.fail_on_regression_pct);
+        for (t, r) in &failing {
+            let _ = writeln!(s, "- {}: {r}", test_title(t, diff));
+        }
+        let _ = writeln!(s);
+    }
+    for t in &diff.tests {
+        if let Some(top) = t.top.first() {
+            let _ = writeln!(
+                s,
+                "- {}: top change {} {} {} ({})",
+                test_title(t, diff),
+                section_word(top.section),
+                code(&top.name),
+                change(top),
+                top.unit
+            );
+        }
+    }
+    if diff.tests.iter().any(|t| !t.top.is_empty()) {
+        let _ = writeln!(s);
+    }
+    let side = |x: &super::compare::SideInfo| {
+        format!("`{}` ({}{})", x.path.replace('`', "'"), x.kind.describe(), x.costs.as_deref().map_or(String::new(), |c| format!(", costs `{c}`")))
+    };
+    let _ = writeln!(s, "BASE {} · HEAD {}\n", side(&diff.base), side(&diff.head));
+    for t in &diff.tests {
+        test_section(&mut s, t, diff);
+        if s.len() > MAX_CHARS {
+            break;
+        }
+    }
+    let drift = if diff.noise_floor_pct > 0.0 { format!(" plus {}% of the larger value (`--noise-floor`)", diff.noise_floor_pct) } else { String::new() };
+    let _ = writeln!(
+        s,
+        "Noise: run figures change beyond noise when the medians differ by more than the two sides' spreads (max - min of the measured runs) added together{drift}; profile figures (one profiled run per side) by more than {} Poisson standard errors ({} for frames) plus {:.0}% of the larger value (or the larger of the runs' relative CPU spread and the noise floor; {:.0}% for syscalls that wait for work), and counts per request by {} more; profile figures are called only when both sides have measured runs. Generated by `profiler diff`.",
+        super::compare::NOISE_Z,
+        super::compare::NOISE_Z_FRAMES,
+        super::compare::NOISE_FLOOR * 100.0,
+        super::compare::IDLE_SYSCALL_FLOOR * 100.0,
+        super::compare::COUNT_FLOOR_PER_REQUEST
+    );
+    if s.len() > MAX_CHARS {
+        let mut cut = MAX_CHARS - 200;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        // Cut at a line end so that no table row is broken.
+        let cut = s[..cut].rfind('\n').unwrap_or(cut);
+        s.truncate(cut);
+        s.push_str("\n\n(cut at the comment size limit: the whole diff is in `diff.json`)\n");
+    }
+    s
+}
+
+fn section_word(s: Section) -> &'static str {
+    match s {
+        Section::Load | Section::Cpu => "",
+        Section::Cost => "cost",
+        Section::RoundTrips => "round trips",
+        Section::Syscalls => "syscall",
+        Section::Spawns => "spawns",
+        Section::LockWaits => "lock waits",
+        Section::Layers => "layer",
+        Section::Frames => "frame",
+    }
+}
+
+fn test_section(s: &mut String, t: &TestDiff, diff: &Diff) {
+    let _ = writeln!(s, "### {}\n", test_title(t, diff));
+    let reqs = |r: Option<u64>| r.map_or("?".into(), |r| r.to_string());
+    let _ = writeln!(
+        s,
+        "{} measured runs BASE / {} HEAD; profile: {} / {} on-CPU samples, {} / {} requests; {}.\n",
+        t.runs.0,
+        t.runs.1,
+        t.samples.0,
+        t.samples.1,
+        reqs(t.requests.0),
+        reqs(t.requests.1),
+        match t.normalization {
+            Normalization::PerRequest => "figures per request",
+            Normalization::PerSample => "CPU figures as % of on-CPU samples",
+        }
+    );
+    for n in &t.notes {
+        let _ = writeln!(s, "- {n}");
+    }
+    if !t.notes.is_empty() {
+        let _ = writeln!(s);
+    }
+    let of = |sec: Section| t.rows.iter().filter(move |r| r.section == sec);
+    let head: Vec<&Row> = of(Section::Load).chain(of(Section::Cpu)).collect();
+    if !head.is_empty() {
+        table(s, "throughput, latency, CPU", &head, None);
+    }
+    if !t.top.is_empty() {
+        let _ = writeln!(s, "Changes beyond noise in the profile, biggest first:\n");
+        for r in t.top.iter().take(MAX_ROWS) {
+            let _ = writeln!(s, "- {} {}: {} {} ({} → {})", section_word(r.section), code(&r.name), change(r), r.unit, num(r.base), num(r.head));
+        }
+        if t.top.len() > MAX_ROWS {
+            let _ = writeln!(s, "- and {} more in `diff.json`", t.top.len() - MAX_ROWS);
+        }
+        let _ = writeln!(s);
+    } else if t.samples.0 > 0 {
+        let _ = writeln!(s, "No profile figure changed beyond noise.\n");
+    }
+    let cpu_unit = match t.normalization {
+        Normalization::PerRequest => "µs/req",
+        Normalization::PerSample => "% of samples",
+    };
+    let sections: [(Section, &str, &str, Option<&str>); 6] = [
+        (Section::Cost, "Ranking: named costs (sampled CPU)", "cost", Some(cpu_unit)),
+        (Section::RoundTrips, "Ranking: database round trips by statement", "statement", Some("round trips/req")),
+        (Section::Syscalls, "Ranking: syscalls", "syscall", Some("calls/req")),
+        (Section::Spawns, "Ranking: spawns", "what", None),
+        (Section::LockWaits, "Ranking: lock waits (off-CPU)", "what", None),
+        (Section::Layers, "Layers (self CPU)", "layer", Some(cpu_unit)),
+    ];
+    for (sec, title, first, unit) in sections {
+        let rows: Vec<&Row> = of(sec).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let _ = writeln!(s, "#### {title}\n");
+        table(s, first, &rows, unit);
+    }
+    let mut grew: Vec<&Row> = of(Section::Frames).filter(|r| r.delta > 0.0).collect();
+    grew.sort_by(|a, b| a.significance.cmp(&b.significance).then(b.delta.total_cmp(&a.delta)).then(a.name.cmp(&b.name)));
+    if !grew.is_empty() {
+        let _ = writeln!(s, "#### Top frames that grew (CPU with the function on the stack)\n");
+        table(s, "function", &grew, Some(cpu_unit));
+    }
+}

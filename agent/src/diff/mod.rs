@@ -1,0 +1,66 @@
+//! `profiler diff BASE HEAD`: what changed between two runs, per request, with noise.
+//!
+//! - [`import`] reads each side: a bench output folder, an attach output folder, a
+//!   `profile.json`, a pprof file, `perf script` text or folded stacks, into [`import::Side`]
+//!   (every input becomes a [`Profile`]).
+//! - [`compare`] ranks both profiles with the same rules ([`crate::attribute::rank`]) and
+//!   compares them test by test: req/s, latency and CPU per request of the measured runs, then
+//!   the named costs, round trips by statement, syscalls, spawns, lock waits, layers and frames,
+//!   each with its change and whether it is beyond noise (the model is in [`compare`]).
+//! - [`markdown`] writes `diff.md`; [`write_svg`] the differential flamegraph (`diff.svg`).
+//!
+//! `diff.json` is [`compare::Diff`] serialized with serde_json.
+
+pub mod compare;
+pub mod import;
+pub mod markdown;
+
+use std::io::Write;
+
+use crate::profile::folded::{self, Weight};
+use crate::profile::Profile;
+
+/// Folded on-CPU stacks of `profile` without thread names (threads may be renamed between
+/// two versions; the stacks are what is compared).
+fn folded_lines(profile: &Profile) -> Vec<(String, u64)> {
+    let options = folded::Options { weight: Weight::Count, include_thread: false, mark_truncated: true };
+    folded::fold(profile, &profile.on_cpu, &options)
+}
+
+/// Draws the differential flamegraph of BASE → HEAD into `out` with inferno
+/// (`inferno::differential` pairs the folded stacks, `inferno::flamegraph` draws them).
+///
+/// Frame widths are HEAD's samples; colours are the change: red where HEAD has more, blue where
+/// it has less. BASE's counts are first scaled by `base_scale` so that the two compare:
+/// `head requests / base requests` per request, `head samples / base samples` per sample
+/// (rounded to whole samples).
+///
+/// # Errors
+/// Whatever `out` returns, or inferno's error.
+pub fn write_svg(base: &Profile, head: &Profile, base_scale: f64, title: &str, subtitle: &str, mut out: impl Write) -> std::io::Result<()> {
+    let mut before = Vec::new();
+    for (stack, n) in folded_lines(base) {
+        let scaled = (n as f64 * base_scale).round() as u64;
+        if scaled > 0 {
+            writeln!(before, "{stack} {scaled}")?;
+        }
+    }
+    let mut after = Vec::new();
+    for (stack, n) in folded_lines(head) {
+        writeln!(after, "{stack} {n}")?;
+    }
+    let mut paired = Vec::new();
+    inferno::differential::from_readers(inferno::differential::Options::default(), &before[..], &after[..], &mut paired)?;
+    let paired = String::from_utf8_lossy(&paired);
+    let lines: Vec<&str> = paired.lines().filter(|l| !l.is_empty()).collect();
+    if lines.is_empty() {
+        return crate::render::flamegraph::write_svg(&[], crate::render::flamegraph::Style::OnCpu, title, Some(subtitle), out);
+    }
+    let mut options = inferno::flamegraph::Options::default();
+    options.title = title.to_string();
+    options.subtitle = Some(subtitle.to_string());
+    options.deterministic = true;
+    options.name_type = "Function:".to_string();
+    options.count_name = "samples".to_string();
+    inferno::flamegraph::from_lines(&mut options, lines.iter().copied(), &mut out)
+}
