@@ -4,6 +4,7 @@
 //! - [`seed`]: the schema and the deterministic seed data; [`seed::DEFAULT_JWT_SECRET`].
 //! - [`token`]: HS256 access tokens and every invalid variant the contract lists.
 //! - [`conformance`]: the conformance suite (library; binary `conformance`).
+//! - [`validate`]: measured gains of target-app's switches (alternating runs) for `profiler bench --validate`.
 
 pub mod conformance;
 pub mod docker;
@@ -15,5 +16,6 @@ pub mod run;
 pub mod pg;
 pub mod seed;
 pub mod token;
+pub mod validate;
 
 pub use seed::DEFAULT_JWT_SECRET;

@@ -614,7 +614,11 @@ fn cpu_model() -> String {
         .unwrap_or_default()
 }
 
-/// One wrk run with the app and PostgreSQL sampled while it runs.
+/// One wrk run of `test` for `duration` against `env`'s app, with the app and PostgreSQL CPU
+/// and memory sampled while it runs (wrk settings from `opts`; `scratch` holds wrk's script).
+///
+/// # Errors
+/// [`BenchError::Load`] when wrk fails; [`BenchError::Other`] when its task panicked.
 pub async fn measured_run(env: &Environment, opts: &BenchOptions, test: Test, duration: Duration, token: &str, scratch: &Path) -> Result<RunResult, BenchError> {
     let app_sampler = Sampler::start(env.target.pid, SAMPLE_INTERVAL);
     let pg_sampler = env.pg_pid.map(|pid| Sampler::start(pid, SAMPLE_INTERVAL));

@@ -100,6 +100,25 @@ pub struct Args {
     /// Shared JWT secret of the app and the load scripts.
     #[arg(long, default_value = bench::DEFAULT_JWT_SECRET)]
     pub jwt_secret: String,
+    /// Validate the ranking against target-app's switches instead (`validation.md`,
+    /// `validation.json`; see the README): a profiled bench run with `CRM_COSTS=all` and one
+    /// with `none`, then per test alternating runs `all`, `all,-<switch>` (`--rounds`), the app
+    /// restarted before each (`--costs` is ignored). With the defaults (all five tests, eight
+    /// switches, 15 s runs) it takes about 65 minutes; `--runs 1 --duration 5 --warmup 2` about
+    /// 25; `--smoke --only json,db --switches pool-ping` about 2.5.
+    #[arg(long)]
+    pub validate: bool,
+    /// Switches to validate, comma-separated (`--validate`). Default is all eight.
+    #[arg(long, value_delimiter = ',')]
+    pub switches: Vec<String>,
+    /// Alternation rounds of `--validate`: each switch gets one run without it per round,
+    /// between two runs with every cost on.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u32,
+    /// `--validate` also measures switches on the tests whose work they do not change (a
+    /// control: their gains should be within noise).
+    #[arg(long)]
+    pub measure_absent: bool,
     /// Measure the agent's overhead instead (`overhead.json`, `overhead.md`): per test, `--pairs`
     /// alternating runs without and with the agent in each mode (sampling, +offcpu, +syscalls,
     /// everything). `--duration` is the length of each run; `--smoke` makes it 1 pair of 3 s.
@@ -111,7 +130,8 @@ pub struct Args {
 }
 
 /// Progress on stderr: one line per step, with its duration when it ends.
-struct StderrProgress {
+#[derive(Default)]
+pub(crate) struct StderrProgress {
     started: Mutex<Option<Instant>>,
 }
 
@@ -252,7 +272,8 @@ fn workspace_root() -> Option<PathBuf> {
     root.join("Cargo.toml").is_file().then_some(root)
 }
 
-fn options(args: &Args) -> Result<BenchOptions> {
+/// The run's settings from the command line (`--smoke`: 1 run of 5 s after 2 s of warm-up).
+pub(crate) fn options(args: &Args) -> Result<BenchOptions> {
     let (app_default, load_default) = default_cpus();
     let app_cpus = args.app_cpus.clone().unwrap_or(app_default);
     let load_cpus = args.load_cpus.clone().unwrap_or(load_default);
@@ -366,6 +387,9 @@ pub(crate) async fn stop_signal() {
 pub fn run(args: Args) -> Result<u8> {
     if unsafe { libc::geteuid() } != 0 {
         bail!("profiler bench must run as root (eBPF, Docker and cgroups need it): sudo profiler bench");
+    }
+    if args.validate {
+        return super::validate::run(args);
     }
     let opts = options(&args)?;
     let rules = bench_rules(&args.rules)?;
