@@ -211,3 +211,19 @@ fn reads_a_real_ranking_json() {
     let e = profiler::commands::validate::read_ranking(&dir.path().join("nope.json")).unwrap_err();
     assert!(e.contains("nope.json"), "{e}");
 }
+
+/// Bad input is one line on stderr and exit status 2, before anything is started.
+#[test]
+fn bad_switch_names_exit_2() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_profiler"))
+        .args(["bench", "--validate", "--skip-build", "--switches", "pool-ping,pool-pong", "--out", "/nonexistent/never-written"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("unknown switch `pool-pong`") && err.contains("known: pool-ping,"), "{err}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_profiler")).args(["bench", "--validate", "--rounds", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--rounds must be at least 1"));
+}
