@@ -127,18 +127,31 @@ fn pool_ping_evidence_by_hand() {
     assert!(close(f.cpu_share, 0.05));
     assert_eq!(f.confidence, Confidence::Medium, "frames only");
     assert_eq!(f.frames[0].frame, "sqlx_postgres::connection::PgConnection::ping::{{closure}}");
-    // With the wire: 2 pings per request (before checkout + on release) -> high confidence.
+    // With the wire: 2 pings per request, 1 of them right after another ping on the same
+    // connection (release, then before checkout) -> that one is the cost, high confidence.
     let mut w = WireSummary::default();
-    w.pg = PgSummary { round_trips: 3000, pings: 2000, ping_latency_total_ns: 40_000_000, ..PgSummary::default() };
+    w.pg = PgSummary {
+        round_trips: 3000,
+        pings: 2000,
+        ping_latency_total_ns: 40_000_000,
+        pings_after_ping: 1000,
+        pings_after_ping_latency_total_ns: 20_000_000,
+        ..PgSummary::default()
+    };
     let f = cost(&ranked(&p, req, Some(&w)), "pool-ping").unwrap().clone();
     assert_eq!(f.confidence, Confidence::High);
-    assert!(close(f.round_trips_per_request.unwrap(), 2.0));
-    assert!(close(f.db_latency_us_per_request.unwrap(), 40.0));
-    // The wire alone: 2 pings per request fire; 1 (sqlx's release ping) does not.
+    assert!(close(f.round_trips_per_request.unwrap(), 1.0));
+    assert!(close(f.db_latency_us_per_request.unwrap(), 20.0));
+    assert!(close(f.counts_per_request["pings"], 2.0));
+    assert!(close(f.counts_per_request["pings_before_checkout"], 1.0));
+    // The wire alone decides: back-to-back pings fire without ping frames; none (sqlx's
+    // release ping alone) do not, even with the driver's ping frames under acquire.
     let (q, _) = load("without.txt");
     assert!(cost(&ranked(&q, req, Some(&w)), "pool-ping").is_some());
     w.pg.pings = 1000;
+    w.pg.pings_after_ping = 0;
     assert!(cost(&ranked(&q, req, Some(&w)), "pool-ping").is_none());
+    assert!(cost(&ranked(&p, req, Some(&w)), "pool-ping").is_none());
 }
 
 #[test]
@@ -254,6 +267,8 @@ fn seeded_ids_are_the_spec_switch_names() {
         ],
         1000,
     );
+    let mut w = w;
+    w.pg.pings_after_ping = 1000;
     let r = ranked(&p, req, Some(&w));
     let mut ids: Vec<&str> = r.costs.iter().map(|c| c.finding.id.as_str()).collect();
     ids.sort_unstable();

@@ -20,6 +20,7 @@ fn finding(samples: u64, share: f64, cpu_us: Option<f64>, rt: Option<f64>, db_us
         cpu_us_per_request: cpu_us,
         round_trips_per_request: rt,
         db_latency_us_per_request: db_us,
+        counts_per_request: Default::default(),
         frames: Vec::new(),
         evidence: Vec::new(),
     }

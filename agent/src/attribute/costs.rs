@@ -79,6 +79,13 @@ pub struct Finding {
     pub round_trips_per_request: Option<f64>,
     /// Database round-trip time per request the cost adds (wire), µs.
     pub db_latency_us_per_request: Option<f64>,
+    /// Counted events the cost adds per request, by name (e.g. `pings_before_checkout`,
+    /// `round_trips`, `executions`, `lock_waits`, `lock_wait_us`, `getrandom_syscalls`):
+    /// counts from the wire (over its steady window, see [`crate::wire::summary::SteadyWindow`])
+    /// or from syscall and off-CPU counters, divided by that window's HTTP requests. Empty
+    /// when nothing countable backs the finding. Absent in rankings written before it existed.
+    #[serde(default)]
+    pub counts_per_request: std::collections::BTreeMap<String, f64>,
     /// The frames that matched, with samples, most first (at most 8).
     pub frames: Vec<FrameSamples>,
     /// Evidence lines a person reads (counts with their units).
@@ -113,13 +120,27 @@ pub struct Ctx<'a> {
     pub rules: &'a RuleSet,
     /// Per-frame and per-stack attribution.
     pub attr: &'a Attribution,
-    /// Wire figures, when captured.
+    /// The app's own crates ([`app_crates`]): `global-locks` counts only locks their code
+    /// takes. Empty: every frame no rule claims counts as app code.
+    pub app_crates: Vec<String>,
+    /// Wire figures, when captured: the steady window's when the capture has one
+    /// ([`crate::wire::summary::SteadyWindow`]; its `http.requests` is that window's request
+    /// count), else the whole capture's.
     pub wire: Option<&'a WireSummary>,
 }
 
 impl Ctx<'_> {
     fn per_request(&self, count: f64) -> Option<f64> {
         Some(count / self.attr.requests? as f64)
+    }
+
+    /// A wire count per HTTP request of the same wire window ([`Ctx::wire`] is the steady
+    /// window when the capture has one); the profile's request count when the wire has none.
+    fn wire_per_request(&self, count: f64) -> Option<f64> {
+        match self.wire.map(|w| w.http.requests).filter(|&n| n > 0) {
+            Some(n) => Some(count / n as f64),
+            None => self.per_request(count),
+        }
     }
 
     fn path(&self, frame: u32) -> &str {
@@ -136,6 +157,9 @@ impl Ctx<'_> {
             Some(l) => !self.rules.layers()[l].is_builtin(),
             None => {
                 let p = self.path(frame);
+                if !self.app_crates.is_empty() {
+                    return self.app_crates.iter().any(|c| p.strip_prefix(c.as_str()).is_some_and(|r| r.starts_with("::")));
+                }
                 !regex!(r"^(std|core|alloc|lock_api|parking_lot|parking_lot_core|\[unknown\])(::|$)").is_match(p)
                     && !p.starts_with("[unknown]")
             }
@@ -196,6 +220,7 @@ impl Ctx<'_> {
             cpu_us_per_request: self.attr.us_per_request(samples as f64),
             round_trips_per_request: None,
             db_latency_us_per_request: None,
+            counts_per_request: Default::default(),
             frames,
             evidence: Vec::new(),
         }
@@ -214,6 +239,32 @@ impl Ctx<'_> {
     fn syscall_count(&self, name: &str) -> Option<u64> {
         self.profile.syscalls.iter().find(|s| s.name == name).map(|s| s.count)
     }
+}
+
+/// The app's own crates, found generically: the crate named after each profiled process's
+/// executable (`/usr/local/bin/target-app` -> `target_app`, Cargo's rule for binary crates)
+/// and the crate of each `<crate>::main` frame, when some frame of the profile has that
+/// crate's path (so a binary named unlike its crate adds nothing). Library frames (tokio,
+/// sqlx, event-listener, ...) are then never taken for the app's code.
+pub fn app_crates(profile: &Profile, frame_paths: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let main = regex!(r"^([A-Za-z_][A-Za-z0-9_]*)::main$");
+    for p in frame_paths {
+        if let Some(c) = main.captures(p) {
+            let name = c[1].to_string();
+            if !matches!(name.as_str(), "std" | "core" | "alloc" | "tokio") && !out.contains(&name) {
+                out.push(name);
+            }
+        }
+    }
+    for proc in &profile.processes {
+        let base = proc.exe.rsplit('/').next().unwrap_or("").replace(['-', '.'], "_");
+        let prefix = format!("{base}::");
+        if !base.is_empty() && !out.contains(&base) && frame_paths.iter().any(|p| p.starts_with(&prefix)) {
+            out.push(base);
+        }
+    }
+    out
 }
 
 fn sql_text(shape: &StatementShape) -> Option<&str> {
@@ -255,10 +306,16 @@ fn ping_regex() -> &'static Regex {
     regex!(r"^sqlx_[a-z]+::.*(::ping\b|check_idle_conn|test_before_acquire)")
 }
 
-/// `pool-ping`: a ping (a round trip with no statement) before each pool checkout. Frames:
-/// sqlx's `Connection::ping` / `check_idle_conn` / `test_before_acquire` under the pool's
-/// `acquire` (pings the pool makes when it takes a connection back, `return_to_pool`, are a
-/// different thing: see [`ping_on_release`]). Wire: pings per request.
+/// `pool-ping`: a ping (a round trip with no statement) before each pool checkout.
+///
+/// Wire (decisive when captured): back-to-back pings on one connection
+/// ([`crate::wire::summary::PgSummary::pings_after_ping`]): a pool that pings a connection
+/// when it takes it back (sqlx 0.8 always does) and again before it hands it out sends two
+/// pings with no statement between them; the second is the ping before checkout and tells the
+/// driver nothing the first did not. Fires at 0.5 or more per request (or, in a capture
+/// without back-to-back counts, at 1.5 or more pings per request). Without a capture,
+/// frames: sqlx's `Connection::ping` / `check_idle_conn` / `test_before_acquire` under the
+/// pool's `acquire` (not under `return_to_pool`: see [`ping_on_release`]).
 pub fn pool_ping(ctx: &Ctx<'_>) -> Option<Finding> {
     let ping = ping_regex();
     let acquire = regex!(r"^sqlx_core::.*\bacquire\b");
@@ -276,42 +333,39 @@ pub fn pool_ping(ctx: &Ctx<'_>) -> Option<Finding> {
         }
     });
     let wire = ctx.wire.filter(|w| w.pg.round_trips > 0);
-    let pings_per_req = wire.and_then(|w| ctx.per_request(w.pg.pings as f64));
-    // The wire cannot tell a ping before checkout from one on release; when the frames show
-    // both, the pings are split by their sample counts (an estimate, said so in the evidence).
-    let release_samples = ping_on_release(ctx).map_or(0, |f| f.samples);
-    let before_fraction = if samples + release_samples > 0 { samples as f64 / (samples + release_samples) as f64 } else { 1.0 };
     let frame_fires = samples >= MIN_SAMPLES;
-    // On the wire a ping before checkout and one on release look alike: the wire alone fires
-    // only when there are more pings than one per request (the release ping sqlx 0.8 always
-    // sends accounts for one per checkout).
-    let wire_fires = pings_per_req.is_some_and(|p| p >= 1.5);
-    if !wire_fires && !frame_fires {
+    let (fires, confidence) = match wire {
+        Some(w) => {
+            // Back-to-back pings decide; a capture without them (a profile written before they
+            // were counted) still fires at 1.5 or more pings per request.
+            let extra = ctx.wire_per_request(w.pg.pings_after_ping as f64).unwrap_or(0.0);
+            let pings = ctx.wire_per_request(w.pg.pings as f64).unwrap_or(0.0);
+            (extra >= 0.5 || pings >= 1.5, if frame_fires || extra >= 0.5 { Confidence::High } else { Confidence::Medium })
+        }
+        None => (frame_fires, Confidence::Medium),
+    };
+    if !fires {
         return None;
     }
-    let confidence = if frame_fires && pings_per_req.is_some_and(|p| p >= 0.5) || wire_fires {
-        Confidence::High
-    } else {
-        Confidence::Medium
-    };
     let mut f = ctx.finding("pool-ping", "the connection pool pings the database before each checkout".into(), confidence, samples, frames);
     f.evidence.push(ctx.samples_line("in the driver's ping under the pool's acquire", samples));
     if let Some(w) = wire {
-        let lat_us = w.pg.ping_latency_total_ns as f64 / 1e3;
+        let pings = ctx.wire_per_request(w.pg.pings as f64).unwrap_or(0.0);
+        let extra = ctx.wire_per_request(w.pg.pings_after_ping as f64).unwrap_or(0.0);
+        let rts = ctx.wire_per_request(w.pg.round_trips as f64).unwrap_or(0.0);
         f.evidence.push(format!(
-            "wire: {} pings (round trips with no statement) of {} round trips{}",
-            w.pg.pings,
-            w.pg.round_trips,
-            pings_per_req.map_or(String::new(), |p| format!(", {p:.2} per request"))
+            "wire: {pings:.2} pings (round trips with no statement) of {rts:.2} round trips per request ({} requests); {extra:.2} per request follow another ping on the same connection with no statement between (the ping before checkout after the one on release)",
+            w.http.requests
         ));
-        if release_samples > 0 {
-            f.evidence.push(format!(
-                "{:.0}% of the driver's ping samples are before checkout ({samples}) and the rest on release ({release_samples}): the pings before checkout are estimated as that share of all pings",
-                before_fraction * 100.0
-            ));
+        f.counts_per_request.insert("pings".into(), pings);
+        if w.pg.pings_after_ping > 0 {
+            f.round_trips_per_request = Some(extra);
+            f.db_latency_us_per_request = ctx.wire_per_request(w.pg.pings_after_ping_latency_total_ns as f64 / 1e3);
+            f.counts_per_request.insert("pings_before_checkout".into(), extra);
+            f.counts_per_request.insert("round_trips".into(), extra);
+        } else {
+            f.evidence.push("no back-to-back pings counted: the pings before checkout are not separated from the others (no count, no round-trip time)".into());
         }
-        f.round_trips_per_request = pings_per_req.map(|p| p * before_fraction);
-        f.db_latency_us_per_request = ctx.per_request(lat_us * before_fraction);
     } else {
         f.evidence.push("no wire capture: the ping count per request is not measured".into());
     }
@@ -351,7 +405,7 @@ pub fn session_setting_round_trip(ctx: &Ctx<'_>) -> Option<Finding> {
     let latency_ns: u64 = stats.iter().map(|s| s.latency_total_ns).sum();
     let tx = w.pg.transactions.ended + w.pg.transactions.open;
     let per_tx = if tx > 0 { executions as f64 / tx as f64 } else { 0.0 };
-    let per_req = ctx.per_request(executions as f64);
+    let per_req = ctx.wire_per_request(executions as f64);
     if executions == 0 || !(per_tx >= 0.5 || per_req.is_some_and(|p| p >= 0.5)) {
         return None;
     }
@@ -366,8 +420,17 @@ pub fn session_setting_round_trip(ctx: &Ctx<'_>) -> Option<Finding> {
         f.evidence.push(format!("wire: `{}` executed {} times in {} round trips", s.shape, s.executions, s.round_trips));
     }
     f.evidence.push(format!("{per_tx:.2} per transaction ({tx} transactions){}", per_req.map_or(String::new(), |p| format!(", {p:.2} per request"))));
-    f.round_trips_per_request = ctx.per_request(round_trips as f64);
-    f.db_latency_us_per_request = ctx.per_request(latency_ns as f64 / 1e3);
+    f.round_trips_per_request = ctx.wire_per_request(round_trips as f64);
+    f.db_latency_us_per_request = ctx.wire_per_request(latency_ns as f64 / 1e3);
+    if let Some(p) = per_req {
+        f.counts_per_request.insert("executions".into(), p);
+    }
+    if let Some(r) = f.round_trips_per_request {
+        f.counts_per_request.insert("round_trips".into(), r);
+    }
+    if tx > 0 {
+        f.counts_per_request.insert("per_transaction".into(), per_tx);
+    }
     f.cpu_us_per_request = None;
     Some(f)
 }
@@ -478,6 +541,12 @@ pub fn global_locks(ctx: &Ctx<'_>) -> Option<Finding> {
     if let Some(n) = ctx.syscall_count("futex") {
         f.evidence.push(format!("futex syscalls: {n}{}", ctx.per_request(n as f64).map_or(String::new(), |p| format!(" ({p:.4} per request)"))));
     }
+    if let Some(p) = ctx.per_request(waits as f64) {
+        f.counts_per_request.insert("lock_waits".into(), p);
+    }
+    if let Some(u) = ctx.per_request(wait_ns as f64 / 1e3) {
+        f.counts_per_request.insert("lock_wait_us".into(), u);
+    }
     f.evidence.push("an uncontended lock costs tens of ns: at a low sampling frequency few samples land in it, so absence of this finding is weak evidence".into());
     Some(f)
 }
@@ -546,7 +615,7 @@ pub fn wide_user_row(ctx: &Ctx<'_>) -> Option<Finding> {
         let columns = split_top_level(list);
         let secrets: Vec<&str> = columns.iter().copied().filter(|c| secret.is_match(c)).collect();
         let wide = list.trim() == "*" || columns.len() >= 6 || !secrets.is_empty();
-        let per_req = ctx.per_request(s.executions as f64);
+        let per_req = ctx.wire_per_request(s.executions as f64);
         if wide && per_req.is_none_or(|p| p >= 0.5) {
             hits.push((s, columns.len(), secrets.join(", "), per_req));
         }
@@ -569,6 +638,13 @@ pub fn wide_user_row(ctx: &Ctx<'_>) -> Option<Finding> {
             s.executions,
             per_req.map_or(String::new(), |p| format!(" ({p:.2} per request)"))
         ));
+    }
+    let execs: f64 = hits.iter().filter_map(|h| h.3).sum();
+    if hits.iter().all(|h| h.3.is_some()) {
+        f.counts_per_request.insert("executions".into(), execs);
+    }
+    if let Some(n) = hits.iter().map(|h| h.1).max() {
+        f.counts_per_request.insert("columns".into(), n as f64);
     }
     f.evidence.push("the extra CPU of decoding the extra columns is not separated from the query's (its gain is predicted as 0)".into());
     f.cpu_us_per_request = None;

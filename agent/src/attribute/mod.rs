@@ -37,6 +37,7 @@
 //! a combined `ranking.md`.
 
 pub mod costs;
+pub mod counters;
 pub mod layers;
 pub mod ranking;
 pub mod rules;
@@ -75,7 +76,8 @@ pub fn bench_bound(test: &bench::results::TestResult, settings: &bench::results:
 
 /// Writes `ranking.md` + `ranking.json` into each profiled test's folder of a `profiler bench`
 /// output (`out_dir/<test>/`, next to its `profile.json`) and a combined `out_dir/ranking.md`.
-/// Per test: requests = the profiled run's completed requests (wrk), bound from the median
+/// Per test: requests = the HTTP requests the wire capture decoded over the profile's window
+/// (else the profiled run's completed requests from wrk), bound from the median
 /// measured run ([`bench_bound`]), base throughput = the median run's req/s. Wire figures are
 /// the profile's own ([`crate::profile::Profile::wire`]) when the capture was on.
 ///
@@ -94,7 +96,12 @@ pub fn write_bench_rankings(results: &bench::results::BenchResults, out_dir: &Pa
         let bound = bench_bound(t, &results.settings);
         let label = t.test.name();
         let opts = RankingOptions { rules, wire: None, base_req_per_s: Some(t.req_per_s), label };
-        let r = write_ranking(&profile, Some(p.run.wrk.requests), bound, &opts, &dir).map_err(|e| format!("writing {}: {e}", dir.display()))?;
+        // The profile covers the app's restart, the warm-up and the run under the agent: the
+        // wire's request count is over that same window; wrk's count of the run alone is used
+        // only when there is no HTTP capture.
+        let wire_requests = profile.wire.as_ref().map_or(0, |w| w.http.requests);
+        let given = (wire_requests == 0).then_some(p.run.wrk.requests);
+        let r = write_ranking(&profile, given, bound, &opts, &dir).map_err(|e| format!("writing {}: {e}", dir.display()))?;
         written.extend(ranking::ranking_paths(&dir));
         rows.push((label.to_string(), r));
     }

@@ -235,6 +235,15 @@ pub struct Ranking {
     pub layers: Vec<LayerRow>,
     /// Per-syscall counts per request (name, calls per request), most first.
     pub syscalls_per_request: Vec<(String, f64)>,
+    /// Exact calls of library functions per HTTP request (`counters.json` beside the
+    /// profile, see [`super::counters`]), e.g. `("tokio_tasks_spawned", 2.0)`; over the whole
+    /// capture, so divided by [`Ranking::requests`]. Empty without counters.
+    #[serde(default)]
+    pub calls_per_request: Vec<(String, f64)>,
+    /// Database round trips per HTTP request (wire), over the window the fingerprints used.
+    /// Absent without a PostgreSQL capture (and in rankings written before it existed).
+    #[serde(default)]
+    pub db_per_request: Option<DbPerRequest>,
 }
 
 /// Inputs of [`rank`] besides the profile.
@@ -255,13 +264,25 @@ pub struct RankingOptions<'a> {
 /// when there is one, and per-request figures are absent otherwise.
 pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &RankingOptions<'_>) -> Ranking {
     let opts = &RankingOptions { wire: opts.wire.or(profile.wire.as_ref()), ..*opts };
+    // The fingerprints read the wire's steady window when there is one (per-request database
+    // counts without connection set-up, statement preparation and abandoned requests).
+    let view: Option<WireSummary> = opts.wire.map(|w| match &w.steady {
+        Some(st) => WireSummary {
+            http: crate::wire::summary::HttpSummary { requests: st.http_requests, ..Default::default() },
+            pg: st.pg.clone(),
+            steady: None,
+        },
+        None => w.clone(),
+    });
+    let db_per_request = opts.wire.and_then(|w| DbPerRequest::of(w));
     let (requests, source) = match (requests.filter(|&r| r > 0), opts.wire.map(|w| w.http.requests).filter(|&r| r > 0)) {
         (Some(r), _) => (Some(r), Some("given".to_string())),
         (None, Some(r)) => (Some(r), Some("wire".to_string())),
         _ => (None, None),
     };
     let attr = Attribution::new(profile, opts.rules, requests);
-    let ctx = costs::Ctx { profile, rules: opts.rules, attr: &attr, wire: opts.wire };
+    let app_crates = costs::app_crates(profile, &attr.frame_paths);
+    let ctx = costs::Ctx { profile, rules: opts.rules, attr: &attr, app_crates, wire: view.as_ref() };
     let (found, not_evaluated) = costs::detect(&ctx);
     let sqlx = regex::Regex::new(r"^sqlx_[a-z]+::").expect("static regex");
     let driver_samples: u64 = profile
@@ -272,7 +293,7 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         .map(|(i, _)| attr.stack_samples[i])
         .sum();
     let inputs = GainInputs {
-        round_trips_per_request: opts.wire.and_then(|w| Some(w.pg.round_trips as f64 / requests? as f64)),
+        round_trips_per_request: db_per_request.as_ref().map(|d| d.per_request.round_trips),
         driver_cpu_share: attr.share(driver_samples),
         cpu_us_per_request: attr.us_per_request(attr.samples as f64),
         base_req_per_s: opts.base_req_per_s,
@@ -312,6 +333,79 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         generic,
         layers: attr.layer_table(profile, opts.rules),
         syscalls_per_request: syscalls,
+        calls_per_request: Vec::new(),
+        db_per_request,
+    }
+}
+
+/// Adds exact call counts ([`super::counters::CallCounts`], over the same window as the
+/// profile) to a ranking: [`Ranking::calls_per_request`], and the tasks spawned per request
+/// to the `spawn-per-request` finding's counts and evidence.
+pub fn add_call_counts(r: &mut Ranking, counts: &super::counters::CallCounts) {
+    let Some(n) = r.requests.filter(|&n| n > 0) else { return };
+    r.calls_per_request = counts.counts.iter().map(|c| (c.name.clone(), c.count as f64 / n as f64)).collect();
+    if let Some(spawned) = counts.get("tokio_tasks_spawned") {
+        let per = spawned as f64 / n as f64;
+        if let Some(c) = r.costs.iter_mut().find(|c| c.finding.id == "spawn-per-request") {
+            c.finding.counts_per_request.insert("tasks_spawned".into(), per);
+            c.finding.evidence.push(format!(
+                "uprobe count: {spawned} tokio tasks spawned (OwnedTasks::bind_inner) for {n} requests, {per:.2} per request (all tasks: the pipeline's and the libraries', e.g. a driver's per-release task)"
+            ));
+        }
+    }
+}
+
+/// The database figures per HTTP request the fingerprints used, and their window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DbPerRequest {
+    /// `steady` (the wire's steady window, [`crate::wire::summary::SteadyWindow`]) or
+    /// `capture` (the whole capture: it had no steady window).
+    pub window: String,
+    /// Window start and end, ns after the capture's first decoded event (`steady` only).
+    pub window_ns: Option<(u64, u64)>,
+    /// Per request of that window: round trips (all kinds), pings, transactions, statement
+    /// executions, round-trip latency (ns), per statement shape.
+    pub per_request: crate::wire::PerRequest,
+    /// Round trips per request by kind: execute, prepare, ping, other.
+    pub round_trips_by_kind: [(String, f64); 4],
+    /// Back-to-back pings per request ([`crate::wire::summary::PgSummary::pings_after_ping`]).
+    pub pings_after_ping: f64,
+    /// Requests per endpoint in the window.
+    pub endpoints: Vec<(String, u64)>,
+}
+
+impl DbPerRequest {
+    /// From a capture's summary: its steady window when it has one, else the whole capture.
+    /// `None` without HTTP requests or round trips.
+    pub fn of(w: &WireSummary) -> Option<DbPerRequest> {
+        let (window, window_ns, view, endpoints) = match &w.steady {
+            Some(st) => (
+                "steady",
+                Some((st.start_ns, st.end_ns)),
+                WireSummary { http: crate::wire::summary::HttpSummary { requests: st.http_requests, ..Default::default() }, pg: st.pg.clone(), steady: None },
+                st.endpoints.clone(),
+            ),
+            None => ("capture", None, w.clone(), w.http.endpoints.iter().map(|e| (e.endpoint.clone(), e.requests)).collect()),
+        };
+        if view.pg.round_trips == 0 {
+            return None;
+        }
+        let per_request = view.per_request(view.http.requests)?;
+        let n = view.http.requests as f64;
+        let k = &view.pg.by_kind;
+        Some(DbPerRequest {
+            window: window.into(),
+            window_ns,
+            round_trips_by_kind: [
+                ("execute".into(), k.execute as f64 / n),
+                ("prepare".into(), k.prepare as f64 / n),
+                ("ping".into(), k.ping as f64 / n),
+                ("other".into(), k.other as f64 / n),
+            ],
+            pings_after_ping: view.pg.pings_after_ping as f64 / n,
+            per_request,
+            endpoints,
+        })
     }
 }
 
@@ -328,6 +422,7 @@ fn generic(attr: &Attribution, id: &str, title: String, samples: u64, evidence: 
         cpu_us_per_request: attr.us_per_request(samples as f64),
         round_trips_per_request: None,
         db_latency_us_per_request: None,
+        counts_per_request: Default::default(),
         frames: Vec::new(),
         evidence,
     }
@@ -449,6 +544,10 @@ pub fn render_markdown(r: &Ranking) -> String {
             for e in &f.evidence {
                 let _ = writeln!(s, "- {e}");
             }
+            if !f.counts_per_request.is_empty() {
+                let counts: Vec<String> = f.counts_per_request.iter().map(|(k, v)| format!("{k} {v:.2}")).collect();
+                let _ = writeln!(s, "- counts per request: {}", counts.join(", "));
+            }
             let _ = writeln!(s, "- predicted gain ({}): {}{}", c.gain.resource, c.gain.formula, c.gain.predicted_req_per_s.map_or(String::new(), |x| format!(" → {x:.0} req/s")));
             if !f.frames.is_empty() {
                 let _ = writeln!(s, "\n  frames (samples):");
@@ -463,6 +562,39 @@ pub fn render_markdown(r: &Ranking) -> String {
         let _ = writeln!(s, "Not evaluated:\n");
         for n in &r.not_evaluated {
             let _ = writeln!(s, "- `{}`: {}", n.id, n.reason);
+        }
+        let _ = writeln!(s);
+    }
+    if !r.calls_per_request.is_empty() {
+        let _ = writeln!(s, "## Library calls per request (uprobe counts)\n");
+        for (n, v) in &r.calls_per_request {
+            let _ = writeln!(s, "- {n}: {v:.2}");
+        }
+        let _ = writeln!(s);
+    }
+    if let Some(d) = &r.db_per_request {
+        let p = &d.per_request;
+        let _ = writeln!(s, "## Database round trips per request (wire)\n");
+        let window = match d.window_ns {
+            Some((a, b)) => format!("the steady window {:.1}-{:.1} s after the capture's first event (no connection set-up or statement preparation in it)", a as f64 / 1e9, b as f64 / 1e9),
+            None => "the whole capture".to_string(),
+        };
+        let _ = writeln!(s, "{} HTTP requests in {window}.\n", p.requests);
+        let kinds: Vec<String> = d.round_trips_by_kind.iter().filter(|k| k.1 > 0.0).map(|(k, v)| format!("{v:.2} {k}")).collect();
+        let _ = writeln!(
+            s,
+            "- round trips: {:.2} ({}); back-to-back pings {:.2}\n- transactions: {:.2}; statement executions: {:.2}; round-trip time {:.1} µs\n",
+            p.round_trips,
+            kinds.join(", "),
+            d.pings_after_ping,
+            p.transactions,
+            p.statement_executions,
+            p.db_latency_ns / 1e3
+        );
+        let _ = writeln!(s, "| statement shape | executions/req | round trips/req |");
+        let _ = writeln!(s, "|---|---:|---:|");
+        for st in p.statements.iter().take(20) {
+            let _ = writeln!(s, "| `{}` | {:.2} | {:.2} |", st.shape.to_string().replace('|', "\\|"), st.executions, st.round_trips);
         }
         let _ = writeln!(s);
     }
@@ -511,6 +643,8 @@ pub fn render_markdown(r: &Ranking) -> String {
 }
 
 /// Writes `ranking.md` and `ranking.json` for `profile` into `out` and returns the ranking.
+/// Call counts in `out/counters.json` ([`super::counters`]), when present, are added
+/// ([`add_call_counts`]).
 ///
 /// # Errors
 /// The I/O error of the first file that could not be written.
@@ -521,7 +655,10 @@ pub fn write_ranking(
     opts: &RankingOptions<'_>,
     out: &Path,
 ) -> std::io::Result<Ranking> {
-    let r = rank(profile, requests, bound, opts);
+    let mut r = rank(profile, requests, bound, opts);
+    if let Some(c) = super::counters::CallCounts::read(out) {
+        add_call_counts(&mut r, &c);
+    }
     std::fs::create_dir_all(out)?;
     std::fs::write(out.join("ranking.md"), render_markdown(&r))?;
     let json = serde_json::to_string_pretty(&r).map_err(std::io::Error::other)?;

@@ -192,6 +192,17 @@ impl ProfileHook for AgentHook {
         // Target::resolve talks to Docker on a runtime of its own: it must run outside ours.
         let handle = std::thread::spawn(move || -> Result<(u64, String), String> {
             let mut resolved = t.resolve().map_err(|e| format!("{e:#}"))?;
+            // Exact counts of library calls (tokio task spawns) over the same window: uprobe
+            // counters on the app's binary, filtered on its cgroup (attribute::counters).
+            let counters = match (&resolved.cgroup_dir, resolved.main_pid) {
+                (Some(cg), pid) if pid > 0 => {
+                    let exe = PathBuf::from(format!("/proc/{pid}/exe"));
+                    crate::attribute::counters::Counters::open(&exe, cg, crate::attribute::counters::DEFAULT_COUNTERS)
+                        .map_err(|e| tracing::warn!("no call counters: {e}"))
+                        .ok()
+                }
+                _ => None,
+            };
             let mut signalled = false;
             // The collection ends when `finish` raises the flag (the run is over); the long
             // deadline is only a guard.
@@ -208,8 +219,13 @@ impl ProfileHook for AgentHook {
                 raw.meta.partial = None;
             }
             let reports_started = Instant::now();
+            let call_counts = counters.as_ref().map(|c| c.read());
+            drop(counters);
             let profile = symbolize::symbolize(raw);
             render::write_all(&profile, &out).map_err(|e| format!("{e:#}"))?;
+            if let Some(c) = &call_counts {
+                c.write(&out).map_err(|e| format!("writing counters.json: {e}"))?;
+            }
             if let Some(f) = super::overhead::RunFootprint::of(&profile, reports_started.elapsed()) {
                 f.write(&out).map_err(|e| format!("writing footprint.json: {e}"))?;
             }

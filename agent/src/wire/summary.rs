@@ -117,6 +117,15 @@ pub struct PgSummary {
     pub pings: u64,
     /// Sum of the latencies of answered pings, ns.
     pub ping_latency_total_ns: u64,
+    /// Pings whose previous round trip on the same connection was a ping too: back-to-back
+    /// pings with no statement between them, e.g. a pool that pings a connection when it
+    /// takes it back and again before it hands it out. Only the first of such a run can tell
+    /// the driver anything new; the others are redundant round trips.
+    #[serde(default)]
+    pub pings_after_ping: u64,
+    /// Sum of the latencies of the answered [`PgSummary::pings_after_ping`], ns.
+    #[serde(default)]
+    pub pings_after_ping_latency_total_ns: u64,
     /// Statement executions, all shapes.
     pub statement_executions: u64,
     /// Executions of statements prepared before the capture (shape not known).
@@ -139,6 +148,47 @@ pub struct WireSummary {
     /// HTTP requests and responses.
     pub http: HttpSummary,
     /// PostgreSQL round trips, statements, transactions.
+    pub pg: PgSummary,
+    /// The same figures over the capture's steady window ([`SteadyWindow`]), when it has one
+    /// with at least [`STEADY_MIN_REQUESTS`] requests. Absent in profiles written before it
+    /// existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady: Option<SteadyWindow>,
+}
+
+/// Width of the time buckets the steady window is cut from, ns (100 ms).
+pub const BUCKET_NS: u64 = 100_000_000;
+/// Most buckets kept (10 minutes); events later than that are in the totals only.
+pub const MAX_BUCKETS: usize = 6000;
+/// Buckets dropped at the start of the steady window (1 = 100 ms).
+pub const STEADY_LEAD_BUCKETS: usize = 1;
+/// Buckets dropped before the last bucket with an HTTP request (5 = 500 ms): a load generator
+/// that stops closes its connections with requests in flight, whose database work is then
+/// cancelled (an edge effect, not the app's per-request work).
+pub const STEADY_TAIL_BUCKETS: usize = 5;
+/// Fewest HTTP requests a steady window needs to be reported.
+pub const STEADY_MIN_REQUESTS: u64 = 100;
+
+/// The steady part of a capture: the longest stretch of 100 ms buckets ([`BUCKET_NS`]) in
+/// which no database connection was set up (no start-up, no statement prepared), without its
+/// first [`STEADY_LEAD_BUCKETS`] and without the last [`STEADY_TAIL_BUCKETS`] up to the last
+/// HTTP request in it. Per-request database figures over this window are the app's
+/// steady-state work per request: connection start-ups and the one-time preparation of each
+/// statement on each connection (a driver's statement cache) are left out, and so are the
+/// requests a stopping load generator abandoned. Events fall in the bucket of their start
+/// (a round trip's first message, a request line, a transaction's first round trip).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SteadyWindow {
+    /// Start of the window, ns after the capture's first decoded event.
+    pub start_ns: u64,
+    /// End of the window (exclusive), ns after the capture's first decoded event.
+    pub end_ns: u64,
+    /// HTTP request lines decoded in the window (the per-request denominator).
+    pub http_requests: u64,
+    /// Requests per endpoint in the window, most first.
+    pub endpoints: Vec<(String, u64)>,
+    /// PostgreSQL figures of the window (`connections`, `errors` and `decode` are left
+    /// empty: they are capture-wide).
     pub pg: PgSummary,
 }
 
@@ -232,6 +282,235 @@ struct ShapeAcc {
     latency: u64,
 }
 
+/// One [`BUCKET_NS`] bucket of the timeline.
+#[derive(Debug, Default, Clone)]
+struct Bucket {
+    /// Connection start-ups and round trips that prepared a statement.
+    setup: u64,
+    http_requests: u64,
+    endpoints: Vec<(u32, u64)>,
+    pg: PgSummary,
+    /// (shape index, executions, round trips, answered round trips, latency ns).
+    shapes: Vec<(u32, u64, u64, u64, u64)>,
+}
+
+/// Per-bucket figures for the steady window, in bounded memory ([`MAX_BUCKETS`]).
+#[derive(Debug, Default)]
+struct Timeline {
+    origin: Option<u64>,
+    buckets: Vec<Bucket>,
+    shape_ids: HashMap<StatementShape, u32>,
+    shapes: Vec<StatementShape>,
+    endpoint_ids: HashMap<String, u32>,
+    endpoint_names: Vec<String>,
+}
+
+impl Timeline {
+    /// The bucket of an event at `ts_ns`; `None` beyond [`MAX_BUCKETS`].
+    fn at(&mut self, ts_ns: u64) -> Option<&mut Bucket> {
+        let origin = *self.origin.get_or_insert(ts_ns);
+        let i = (ts_ns.saturating_sub(origin) / BUCKET_NS) as usize;
+        if i >= MAX_BUCKETS {
+            return None;
+        }
+        if self.buckets.len() <= i {
+            self.buckets.resize(i + 1, Bucket::default());
+        }
+        Some(&mut self.buckets[i])
+    }
+
+    fn shape_id(&mut self, s: &StatementShape) -> Option<u32> {
+        if let Some(&id) = self.shape_ids.get(s) {
+            return Some(id);
+        }
+        if self.shapes.len() >= MAX_SHAPES {
+            return None;
+        }
+        let id = self.shapes.len() as u32;
+        self.shapes.push(s.clone());
+        self.shape_ids.insert(s.clone(), id);
+        Some(id)
+    }
+
+    fn endpoint_id(&mut self, e: &str) -> u32 {
+        if let Some(&id) = self.endpoint_ids.get(e) {
+            return id;
+        }
+        let key = if self.endpoint_names.len() >= MAX_ENDPOINTS { OTHER_ENDPOINT } else { e };
+        if let Some(&id) = self.endpoint_ids.get(key) {
+            return id;
+        }
+        let id = self.endpoint_names.len() as u32;
+        self.endpoint_names.push(key.to_string());
+        self.endpoint_ids.insert(key.to_string(), id);
+        id
+    }
+
+    fn add_http(&mut self, e: &HttpEvent) {
+        if let HttpEvent::Request(r) = e {
+            let id = self.endpoint_id(&r.endpoint());
+            if let Some(b) = self.at(r.ts_ns) {
+                b.http_requests += 1;
+                match b.endpoints.iter_mut().find(|x| x.0 == id) {
+                    Some(x) => x.1 += 1,
+                    None => b.endpoints.push((id, 1)),
+                }
+            }
+        }
+    }
+
+    fn add_pg(&mut self, e: &PgEvent) {
+        match e {
+            PgEvent::Connected { ts_ns, .. } => {
+                if let Some(b) = self.at(*ts_ns) {
+                    b.setup += 1;
+                }
+            }
+            PgEvent::RoundTrip(rt) => {
+                let ids: Vec<Option<u32>> = rt.statements.iter().map(|s| self.shape_id(s)).collect();
+                let Some(b) = self.at(rt.start_ns) else { return };
+                if !rt.prepared.is_empty() {
+                    b.setup += 1;
+                }
+                let mut one = SummaryBuilder::default();
+                one.pg = std::mem::take(&mut b.pg);
+                one.add_round_trip_totals(rt);
+                b.pg = one.pg;
+                let latency = rt.latency_ns();
+                let mut seen: Vec<u32> = Vec::new();
+                for id in ids.into_iter().flatten() {
+                    let first = !seen.contains(&id);
+                    if first {
+                        seen.push(id);
+                    }
+                    let i = match b.shapes.iter().position(|x| x.0 == id) {
+                        Some(i) => i,
+                        None => {
+                            b.shapes.push((id, 0, 0, 0, 0));
+                            b.shapes.len() - 1
+                        }
+                    };
+                    let acc = &mut b.shapes[i];
+                    acc.1 += 1;
+                    if first {
+                        acc.2 += 1;
+                        if let Some(l) = latency {
+                            acc.3 += 1;
+                            acc.4 += l;
+                        }
+                    }
+                }
+            }
+            PgEvent::Transaction(t) if t.outcome != TransactionOutcome::Open => {
+                if let Some(b) = self.at(t.start_ns) {
+                    let ts = &mut b.pg.transactions;
+                    ts.ended += 1;
+                    match t.outcome {
+                        TransactionOutcome::Committed => ts.committed += 1,
+                        TransactionOutcome::RolledBack => ts.rolled_back += 1,
+                        _ => ts.unknown += 1,
+                    }
+                    if t.started_before_attach {
+                        ts.started_before_attach += 1;
+                    }
+                    ts.round_trips += t.round_trips as u64;
+                    if let Some(end) = t.end_ns {
+                        ts.duration_total_ns += end.saturating_sub(t.start_ns);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The steady window (see [`SteadyWindow`]), or `None` when no stretch holds
+    /// [`STEADY_MIN_REQUESTS`] requests.
+    fn steady(&self) -> Option<SteadyWindow> {
+        // The longest run of buckets without set-up.
+        let (mut best, mut start) = ((0usize, 0usize), None::<usize>);
+        for i in 0..=self.buckets.len() {
+            let clean = self.buckets.get(i).is_some_and(|b| b.setup == 0);
+            match (clean, start) {
+                (true, None) => start = Some(i),
+                (false, Some(a)) => {
+                    if i - a > best.1 - best.0 {
+                        best = (a, i);
+                    }
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+        let (a, b) = best;
+        let a = a + STEADY_LEAD_BUCKETS;
+        let last_request = (a..b).rev().find(|&i| self.buckets[i].http_requests > 0)?;
+        let end = last_request.checked_sub(STEADY_TAIL_BUCKETS)?;
+        if end <= a {
+            return None;
+        }
+        let mut pg = PgSummary::default();
+        let mut requests = 0;
+        let mut endpoints: HashMap<u32, u64> = HashMap::new();
+        let mut shapes: HashMap<u32, ShapeAcc> = HashMap::new();
+        for bk in &self.buckets[a..end] {
+            requests += bk.http_requests;
+            for &(id, n) in &bk.endpoints {
+                *endpoints.entry(id).or_default() += n;
+            }
+            let p = &bk.pg;
+            pg.round_trips += p.round_trips;
+            pg.round_trips_answered += p.round_trips_answered;
+            pg.round_trip_latency_total_ns += p.round_trip_latency_total_ns;
+            pg.by_kind.execute += p.by_kind.execute;
+            pg.by_kind.prepare += p.by_kind.prepare;
+            pg.by_kind.ping += p.by_kind.ping;
+            pg.by_kind.other += p.by_kind.other;
+            pg.ping_latency_total_ns += p.ping_latency_total_ns;
+            pg.pings_after_ping += p.pings_after_ping;
+            pg.pings_after_ping_latency_total_ns += p.pings_after_ping_latency_total_ns;
+            pg.statement_executions += p.statement_executions;
+            pg.prepared_before_attach_executions += p.prepared_before_attach_executions;
+            let (t, u) = (&mut pg.transactions, &p.transactions);
+            t.ended += u.ended;
+            t.committed += u.committed;
+            t.rolled_back += u.rolled_back;
+            t.unknown += u.unknown;
+            t.started_before_attach += u.started_before_attach;
+            t.round_trips += u.round_trips;
+            t.duration_total_ns += u.duration_total_ns;
+            for &(id, ex, rts, ans, lat) in &bk.shapes {
+                let acc = shapes.entry(id).or_default();
+                acc.executions += ex;
+                acc.round_trips += rts;
+                acc.answered += ans;
+                acc.latency += lat;
+            }
+        }
+        if requests < STEADY_MIN_REQUESTS {
+            return None;
+        }
+        pg.pings = pg.by_kind.ping;
+        pg.round_trip_latency_mean_ns = pg.round_trip_latency_total_ns.checked_div(pg.round_trips_answered).unwrap_or(0);
+        let mut statements: Vec<StatementStats> = shapes
+            .into_iter()
+            .map(|(id, a)| StatementStats {
+                shape: self.shapes[id as usize].clone(),
+                executions: a.executions,
+                round_trips: a.round_trips,
+                prepares: 0,
+                latency_total_ns: a.latency,
+                latency_mean_ns: a.latency.checked_div(a.answered).unwrap_or(0),
+            })
+            .collect();
+        statements.sort_by(|x, y| y.executions.cmp(&x.executions).then_with(|| x.shape.cmp(&y.shape)));
+        pg.statements = statements;
+        let mut endpoints: Vec<(String, u64)> =
+            endpoints.into_iter().map(|(id, n)| (self.endpoint_names[id as usize].clone(), n)).collect();
+        endpoints.sort_by(|x, y| y.1.cmp(&x.1).then_with(|| x.0.cmp(&y.0)));
+        Some(SteadyWindow { start_ns: a as u64 * BUCKET_NS, end_ns: end as u64 * BUCKET_NS, http_requests: requests, endpoints, pg })
+    }
+}
+
 /// Folds events into a [`WireSummary`] in bounded memory.
 #[derive(Debug, Default)]
 pub(crate) struct SummaryBuilder {
@@ -240,6 +519,10 @@ pub(crate) struct SummaryBuilder {
     http_responses: u64,
     shapes: HashMap<StatementShape, ShapeAcc>,
     pg: PgSummary,
+    timeline: Option<Box<Timeline>>,
+    /// Kind of the last round trip per connection (socket id), for
+    /// [`PgSummary::pings_after_ping`].
+    last_kind: HashMap<u64, RoundTripKind>,
 }
 
 impl SummaryBuilder {
@@ -251,6 +534,7 @@ impl SummaryBuilder {
     }
 
     pub(crate) fn add_http(&mut self, e: &HttpEvent) {
+        self.timeline.get_or_insert_with(Box::default).add_http(e);
         match e {
             HttpEvent::Request(r) => {
                 self.http_requests += 1;
@@ -277,35 +561,68 @@ impl SummaryBuilder {
         Some(self.shapes.entry(s.clone()).or_default())
     }
 
+    /// Round-trip totals of [`PgSummary`] (count, latency, kind, errors, executions); not
+    /// the per-shape figures.
+    fn add_round_trip_totals(&mut self, rt: &super::pg::RoundTrip) {
+        let latency = rt.latency_ns();
+        self.pg.round_trips += 1;
+        if let Some(l) = latency {
+            self.pg.round_trips_answered += 1;
+            self.pg.round_trip_latency_total_ns += l;
+        }
+        match rt.kind {
+            RoundTripKind::Execute => self.pg.by_kind.execute += 1,
+            RoundTripKind::Prepare => self.pg.by_kind.prepare += 1,
+            RoundTripKind::Ping => {
+                self.pg.by_kind.ping += 1;
+                self.pg.ping_latency_total_ns += latency.unwrap_or(0);
+            }
+            RoundTripKind::Other => self.pg.by_kind.other += 1,
+        }
+        for code in &rt.errors {
+            *self.pg.errors.entry(code.clone()).or_default() += 1;
+        }
+        for s in &rt.statements {
+            self.pg.statement_executions += 1;
+            if matches!(s, StatementShape::PreparedBeforeAttach { .. }) {
+                self.pg.prepared_before_attach_executions += 1;
+            }
+        }
+    }
+
     pub(crate) fn add_pg(&mut self, e: &PgEvent) {
+        let after_ping = match e {
+            PgEvent::RoundTrip(rt) => {
+                let prev = self.last_kind.insert(rt.socket, rt.kind);
+                rt.kind == RoundTripKind::Ping && prev == Some(RoundTripKind::Ping)
+            }
+            PgEvent::Terminated { socket, .. } | PgEvent::Encrypted { socket, .. } => {
+                self.last_kind.remove(socket);
+                false
+            }
+            _ => false,
+        };
+        if let PgEvent::RoundTrip(rt) = e {
+            if after_ping {
+                let l = rt.latency_ns().unwrap_or(0);
+                self.pg.pings_after_ping += 1;
+                self.pg.pings_after_ping_latency_total_ns += l;
+                let tl = self.timeline.get_or_insert_with(Box::default);
+                if let Some(b) = tl.at(rt.start_ns) {
+                    b.pg.pings_after_ping += 1;
+                    b.pg.pings_after_ping_latency_total_ns += l;
+                }
+            }
+        }
+        self.timeline.get_or_insert_with(Box::default).add_pg(e);
         match e {
             PgEvent::Connected { .. } => self.pg.connections += 1,
             PgEvent::Encrypted { .. } | PgEvent::Terminated { .. } => {}
             PgEvent::RoundTrip(rt) => {
                 let latency = rt.latency_ns();
-                self.pg.round_trips += 1;
-                if let Some(l) = latency {
-                    self.pg.round_trips_answered += 1;
-                    self.pg.round_trip_latency_total_ns += l;
-                }
-                match rt.kind {
-                    RoundTripKind::Execute => self.pg.by_kind.execute += 1,
-                    RoundTripKind::Prepare => self.pg.by_kind.prepare += 1,
-                    RoundTripKind::Ping => {
-                        self.pg.by_kind.ping += 1;
-                        self.pg.ping_latency_total_ns += latency.unwrap_or(0);
-                    }
-                    RoundTripKind::Other => self.pg.by_kind.other += 1,
-                }
-                for code in &rt.errors {
-                    *self.pg.errors.entry(code.clone()).or_default() += 1;
-                }
+                self.add_round_trip_totals(rt);
                 let mut seen: Vec<&StatementShape> = Vec::new();
                 for s in &rt.statements {
-                    self.pg.statement_executions += 1;
-                    if matches!(s, StatementShape::PreparedBeforeAttach { .. }) {
-                        self.pg.prepared_before_attach_executions += 1;
-                    }
                     let first = !seen.contains(&s);
                     if first {
                         seen.push(s);
@@ -390,6 +707,7 @@ impl SummaryBuilder {
         WireSummary {
             http: HttpSummary { requests: self.http_requests, responses: self.http_responses, endpoints, decode: http },
             pg: pgs,
+            steady: self.timeline.as_ref().and_then(|t| t.steady()),
         }
     }
 }

@@ -1,0 +1,225 @@
+//! Exact call counts of library functions: uprobe perf events in counting mode, filtered on
+//! the target's cgroup (no BPF program, no sample: the kernel only increments a counter).
+//!
+//! A counter is a regular expression on the *mangled* symbol names of the target's binary
+//! (`.symtab`; legacy `_ZN...` and v0 `_R...` manglings both spell the path's identifiers in
+//! clear), so that it names a library function (e.g. tokio's task registration) and never an
+//! app's own code. Every distinct address that matches gets one uprobe (a generic function
+//! monomorphized several times has several), on every online CPU, through
+//! `perf_event_open(2)` with the uprobe PMU (`/sys/bus/event_source/devices/uprobe/type`;
+//! `config1` = path of the binary, `config2` = file offset of the function) and
+//! `PERF_FLAG_PID_CGROUP` (the cgroup v2 directory's fd; the kernel counts the cgroup's
+//! descendants too). Source of the ABI: `perf_event_open(2)` and `include/uapi/linux/
+//! perf_event.h`. A function the compiler inlined everywhere has no symbol: the counter is
+//! then reported as not available, never as 0.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::Path;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+/// The library functions counted by default: (name, what one call means, mangled-name regex).
+/// `tokio_tasks_spawned`: tokio's `OwnedTasks::bind_inner`, which every task spawned on a
+/// runtime passes through exactly once (`tokio::spawn`, `JoinSet::spawn`, hyper's and sqlx's
+/// spawns alike; tokio 1.x `runtime/task/list.rs`).
+pub const DEFAULT_COUNTERS: &[(&str, &str, &str)] =
+    &[("tokio_tasks_spawned", "tokio tasks spawned (tokio::runtime::task::list::OwnedTasks::bind_inner)", r"5tokio7runtime4task4list.*OwnedTasks.*10bind_inner|tokio.*OwnedTasks.*bind_inner")];
+
+/// One counter's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallCount {
+    /// Counter name, e.g. `tokio_tasks_spawned`.
+    pub name: String,
+    /// What one call means.
+    pub what: String,
+    /// Distinct function addresses probed (monomorphizations).
+    pub probes: u32,
+    /// Calls counted over the whole session (all probes, all CPUs).
+    pub count: u64,
+}
+
+/// The file `counters.json` an attach or bench output holds beside `profile.json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallCounts {
+    /// The counters that could be set up, with their counts over the profile's window.
+    pub counts: Vec<CallCount>,
+    /// Counters that could not be set up, and why (e.g. the function was inlined everywhere).
+    pub unavailable: Vec<(String, String)>,
+}
+
+impl CallCounts {
+    /// The count of counter `name`, when it was available.
+    pub fn get(&self, name: &str) -> Option<u64> {
+        self.counts.iter().find(|c| c.name == name).map(|c| c.count)
+    }
+
+    /// Reads `counters.json` from `dir`; `None` when absent or unreadable.
+    pub fn read(dir: &Path) -> Option<CallCounts> {
+        serde_json::from_str(&std::fs::read_to_string(dir.join("counters.json")).ok()?).ok()
+    }
+
+    /// Writes `counters.json` into `dir`.
+    ///
+    /// # Errors
+    /// The I/O error.
+    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
+        let json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
+        std::fs::write(dir.join("counters.json"), json + "\n")
+    }
+}
+
+/// `struct perf_event_attr` up to `config2` (`PERF_ATTR_SIZE_VER1`, 72 bytes).
+#[repr(C)]
+#[derive(Default)]
+struct PerfEventAttr {
+    type_: u32,
+    size: u32,
+    config: u64,
+    sample_period: u64,
+    sample_type: u64,
+    read_format: u64,
+    flags: u64,
+    wakeup_events: u32,
+    bp_type: u32,
+    config1: u64,
+    config2: u64,
+}
+
+const PERF_FLAG_PID_CGROUP: libc::c_ulong = 1 << 2;
+const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
+
+/// Open counters, counting from the moment [`Counters::open`] returned.
+pub struct Counters {
+    entries: Vec<(usize, Vec<OwnedFd>)>,
+    specs: Vec<(String, String, u32)>,
+    unavailable: Vec<(String, String)>,
+    // The path the kernel resolved; kept alive for the duration (the kernel copied it).
+    _path: CString,
+}
+
+/// File offsets of the functions whose mangled symbol name matches `re` (distinct addresses).
+fn function_offsets(binary: &Path, re: &Regex) -> Result<Vec<u64>, String> {
+    use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
+    let data = std::fs::read(binary).map_err(|e| format!("{}: {e}", binary.display()))?;
+    let obj = object::File::parse(&*data).map_err(|e| format!("{}: {e}", binary.display()))?;
+    let mut addrs: Vec<u64> =
+        obj.symbols().filter(|s| s.kind() == SymbolKind::Text && s.address() != 0 && s.name().is_ok_and(|n| re.is_match(n))).map(|s| s.address()).collect();
+    addrs.sort_unstable();
+    addrs.dedup();
+    let mut out = Vec::new();
+    for a in addrs {
+        for seg in obj.segments() {
+            let (fo, fs) = seg.file_range();
+            if a >= seg.address() && a < seg.address() + fs.min(seg.size()) {
+                out.push(a - seg.address() + fo);
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn online_cpus() -> Vec<i32> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_else(|_| "0".into());
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.parse::<i32>(), b.parse::<i32>()) {
+                    cpus.extend(a..=b);
+                }
+            }
+            None => cpus.extend(part.parse::<i32>().ok()),
+        }
+    }
+    cpus
+}
+
+impl Counters {
+    /// Sets up `specs` (name, meaning, mangled-name regex; see [`DEFAULT_COUNTERS`]) on
+    /// `binary` (a path the kernel can resolve, e.g. `/proc/PID/exe` of a containerized
+    /// process: the uprobe sits on the file's inode, so a restarted container of the same
+    /// image is counted too) for the tasks of the cgroup v2 directory `cgroup`.
+    ///
+    /// # Errors
+    /// No uprobe PMU, the binary or the cgroup cannot be opened. A counter whose function is
+    /// not found, or whose events cannot be opened, is listed in [`CallCounts::unavailable`].
+    pub fn open(binary: &Path, cgroup: &Path, specs: &[(&str, &str, &str)]) -> Result<Counters, String> {
+        let pmu: u32 = std::fs::read_to_string("/sys/bus/event_source/devices/uprobe/type")
+            .map_err(|e| format!("no uprobe PMU (/sys/bus/event_source/devices/uprobe/type: {e})"))?
+            .trim()
+            .parse()
+            .map_err(|e| format!("uprobe PMU type: {e}"))?;
+        let cg = File::open(cgroup).map_err(|e| format!("{}: {e}", cgroup.display()))?;
+        let path = CString::new(binary.as_os_str().as_encoded_bytes()).map_err(|e| format!("{}: {e}", binary.display()))?;
+        let cpus = online_cpus();
+        let mut c = Counters { entries: Vec::new(), specs: Vec::new(), unavailable: Vec::new(), _path: path.clone() };
+        for (i, (name, what, re)) in specs.iter().enumerate() {
+            let re = Regex::new(re).map_err(|e| format!("counter {name}: {e}"))?;
+            let offsets = match function_offsets(binary, &re) {
+                Ok(o) if o.is_empty() => {
+                    c.unavailable.push((name.to_string(), "no symbol matches (inlined everywhere, or not linked in)".into()));
+                    continue;
+                }
+                Ok(o) => o,
+                Err(e) => {
+                    c.unavailable.push((name.to_string(), e));
+                    continue;
+                }
+            };
+            let mut fds = Vec::new();
+            let mut failure = None;
+            'open: for &off in &offsets {
+                for &cpu in &cpus {
+                    let attr = PerfEventAttr {
+                        type_: pmu,
+                        size: std::mem::size_of::<PerfEventAttr>() as u32,
+                        config1: path.as_ptr() as u64,
+                        config2: off,
+                        ..Default::default()
+                    };
+                    // SAFETY: a valid perf_event_attr of the size it declares, a path that
+                    // outlives the call; the returned fd is owned here.
+                    let fd = unsafe {
+                        libc::syscall(libc::SYS_perf_event_open, &attr as *const PerfEventAttr, cg.as_raw_fd(), cpu, -1, PERF_FLAG_PID_CGROUP | PERF_FLAG_FD_CLOEXEC)
+                    };
+                    if fd < 0 {
+                        failure = Some(format!("perf_event_open (uprobe at {:#x}, CPU {cpu}): {}", off, std::io::Error::last_os_error()));
+                        break 'open;
+                    }
+                    // SAFETY: fd was just returned by the kernel and is not owned elsewhere.
+                    fds.push(unsafe { OwnedFd::from_raw_fd(fd as i32) });
+                }
+            }
+            match failure {
+                Some(e) => c.unavailable.push((name.to_string(), e)),
+                None => {
+                    c.specs.push((name.to_string(), what.to_string(), offsets.len() as u32));
+                    c.entries.push((i, fds));
+                }
+            }
+        }
+        Ok(c)
+    }
+
+    /// Reads every counter (the events keep counting until dropped).
+    pub fn read(&self) -> CallCounts {
+        let mut counts = Vec::new();
+        for ((_, fds), (name, what, probes)) in self.entries.iter().zip(&self.specs) {
+            let mut total = 0u64;
+            for fd in fds {
+                let mut buf = [0u8; 8];
+                let mut f = File::from(fd.try_clone().expect("dup of a perf event fd"));
+                if f.read_exact(&mut buf).is_ok() {
+                    total += u64::from_ne_bytes(buf);
+                }
+            }
+            counts.push(CallCount { name: name.clone(), what: what.clone(), probes: *probes, count: total });
+        }
+        CallCounts { counts, unavailable: self.unavailable.clone() }
+    }
+}

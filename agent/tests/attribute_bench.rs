@@ -1,0 +1,145 @@
+//! The ranking of a real `profiler bench` run against target-app's ground truth: with every
+//! cost on, each test's `ranking.json` names the seeded costs this build can see and its
+//! per-request database counts and tokio tasks spawned equal target-app/README.md's "Ground
+//! truth" table (measured there by a PostgreSQL wire proxy and `perf` uprobes, instruments
+//! outside the profiler); with `CRM_COSTS=none`
+//! no seeded cost is named and the counts are the table's `none` rows.
+//!
+//! Two short bench runs (`--only db,deals-create`, 1 run of 8 s, 2 s warm-up, 999 Hz so that
+//! the frame fingerprints get enough samples), about 1.5 minutes each. Needs root, Docker,
+//! PostgreSQL and wrk, like `bench_smoke.rs`; `scripts/test` builds `target-app` beside
+//! `profiler` first.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+/// The eight seeded costs (target-app/README.md, "The eight switches").
+const SEEDED: [&str; 8] =
+    ["pool-ping", "actor-set-config", "spawn-per-request", "global-locks", "metrics-labels", "wide-user-lookup", "double-json-parse", "change-events"];
+
+fn bench(costs: &str, out: &Path) {
+    let profiler = env!("CARGO_BIN_EXE_profiler");
+    let app = Path::new(profiler).with_file_name("target-app");
+    assert!(app.is_file(), "{} missing: build the workspace first (scripts/test does)", app.display());
+    let status = Command::new(profiler)
+        .args(["bench", "--skip-build", "--name", "profiler-ci-attr", "--only", "db,deals-create"])
+        .args(["--runs", "1", "--duration", "8", "--warmup", "2", "--frequency", "999", "--costs", costs, "--out"])
+        .arg(out)
+        .status()
+        .expect("run profiler bench");
+    assert!(status.success(), "profiler bench --costs {costs} exited with {status}");
+}
+
+fn ranking(out: &Path, test: &str) -> Value {
+    let p = out.join(test).join("ranking.json");
+    serde_json::from_str(&std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
+}
+
+fn ids(r: &Value) -> Vec<String> {
+    r["costs"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap().to_string()).collect()
+}
+
+fn cost<'a>(r: &'a Value, id: &str) -> &'a Value {
+    r["costs"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("{id} not in the ranking: {:?}", ids(r)))
+}
+
+/// A per-request count equals the ground truth's integer (the window's edges leave at most a
+/// few requests of 5,000 or more half-counted: 0.02 is 100 of 5,000).
+fn count(what: &str, got: &Value, truth: f64) {
+    let g = got.as_f64().unwrap_or_else(|| panic!("{what}: not a number: {got}"));
+    assert!((g - truth).abs() <= 0.02, "{what}: {g:.4} per request, ground truth {truth}");
+}
+
+/// Per-request database figures of the ranking: (all round trips, pings, back-to-back pings,
+/// transactions), and the executions of the first shape whose text contains `needle`.
+fn db<'a>(r: &'a Value) -> &'a Value {
+    let d = &r["db_per_request"];
+    assert_eq!(d["window"], "steady", "{d}");
+    assert!(d["per_request"]["requests"].as_u64().unwrap() >= 1000, "too few requests in the steady window: {d}");
+    d
+}
+
+/// A library call count per request (`calls_per_request`, uprobe counters).
+fn calls(r: &Value, name: &str) -> Value {
+    r["calls_per_request"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c[0] == name)
+        .map(|c| c[1].clone())
+        .unwrap_or_else(|| panic!("no {name} in calls_per_request: {}", r["calls_per_request"]))
+}
+
+fn shape_executions(d: &Value, needle: &str) -> f64 {
+    d["per_request"]["statements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["shape"]["text"].as_str().is_some_and(|t| t.contains(needle)))
+        .map_or(0.0, |s| s["executions"].as_f64().unwrap())
+}
+
+#[test]
+fn bench_ranking_matches_the_ground_truth_with_all_costs_and_names_none_without() {
+    let all = tempfile::tempdir().unwrap();
+    bench("all", all.path());
+    let none = tempfile::tempdir().unwrap();
+    bench("none", none.path());
+
+    // GET /db, all: 3 round trips, of which 2 pings (one before checkout, one on release).
+    let r = ranking(all.path(), "db");
+    assert_eq!(r["requests_source"], "wire");
+    let d = db(&r);
+    count("db all: round trips", &d["per_request"]["round_trips"], 3.0);
+    count("db all: pings", &d["per_request"]["pings"], 2.0);
+    count("db all: world SELECT", &Value::from(shape_executions(d, "FROM world WHERE id = ?")), 1.0);
+    count("db all: pool-ping's pings before checkout", &cost(&r, "pool-ping")["counts_per_request"]["pings_before_checkout"], 1.0);
+    // Tokio tasks spawned per request (uprobe count): the pipeline's task and sqlx's task per
+    // connection return (the table's "tokio tasks spawned": all 2, none 1).
+    count("db all: tasks spawned", &cost(&r, "spawn-per-request")["counts_per_request"]["tasks_spawned"], 2.0);
+    for id in ["pool-ping", "spawn-per-request", "metrics-labels"] {
+        let c = cost(&r, id);
+        assert!(c["gain"]["gain_pct"].as_f64().is_some(), "db: {id} has no predicted gain");
+    }
+    for id in ["actor-set-config", "wide-user-lookup", "double-json-parse"] {
+        assert!(!ids(&r).iter().any(|x| x == id), "db: {id} does not apply to /db but was named: {:?}", ids(&r));
+    }
+
+    // POST /api/deals, all: 7 round trips (2 pings, BEGIN, set_config, wide user SELECT,
+    // INSERT, COMMIT), 1 transaction.
+    let r = ranking(all.path(), "deals-create");
+    let d = db(&r);
+    count("deals-create all: round trips", &d["per_request"]["round_trips"], 7.0);
+    count("deals-create all: pings", &d["per_request"]["pings"], 2.0);
+    count("deals-create all: transactions", &d["per_request"]["transactions"], 1.0);
+    count("deals-create all: set_config", &cost(&r, "actor-set-config")["counts_per_request"]["executions"], 1.0);
+    count("deals-create all: wide user SELECT", &cost(&r, "wide-user-lookup")["counts_per_request"]["executions"], 1.0);
+    count("deals-create all: wide user SELECT columns", &cost(&r, "wide-user-lookup")["counts_per_request"]["columns"], 7.0);
+    count("deals-create all: pings before checkout", &cost(&r, "pool-ping")["counts_per_request"]["pings_before_checkout"], 1.0);
+    count("deals-create all: tasks spawned", &cost(&r, "spawn-per-request")["counts_per_request"]["tasks_spawned"], 2.0);
+    for id in ["pool-ping", "actor-set-config", "wide-user-lookup", "spawn-per-request", "metrics-labels", "double-json-parse", "change-events"] {
+        let c = cost(&r, id);
+        assert!(c["gain"]["gain_pct"].as_f64().is_some(), "deals-create: {id} has no predicted gain");
+    }
+
+    // none: no seeded cost, and the table's `none` counts (the release ping stays).
+    let r = ranking(none.path(), "db");
+    let named: Vec<String> = ids(&r).into_iter().filter(|i| SEEDED.contains(&i.as_str())).collect();
+    assert!(named.is_empty(), "db with CRM_COSTS=none named {named:?}");
+    let d = db(&r);
+    count("db none: round trips", &d["per_request"]["round_trips"], 2.0);
+    count("db none: pings", &d["per_request"]["pings"], 1.0);
+    count("db none: back-to-back pings", &d["pings_after_ping"], 0.0);
+    count("db none: tasks spawned", &calls(&r, "tokio_tasks_spawned"), 1.0);
+    let r = ranking(none.path(), "deals-create");
+    let named: Vec<String> = ids(&r).into_iter().filter(|i| SEEDED.contains(&i.as_str())).collect();
+    assert!(named.is_empty(), "deals-create with CRM_COSTS=none named {named:?}");
+    let d = db(&r);
+    count("deals-create none: round trips", &d["per_request"]["round_trips"], 5.0);
+    count("deals-create none: pings", &d["per_request"]["pings"], 1.0);
+    count("deals-create none: set_config", &Value::from(shape_executions(d, "set_config")), 0.0);
+    count("deals-create none: tasks spawned", &calls(&r, "tokio_tasks_spawned"), 1.0);
+    count("deals-create none: narrow user SELECT", &Value::from(shape_executions(d, "SELECT id, name, email FROM users WHERE id = ?")), 1.0);
+}

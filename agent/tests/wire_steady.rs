@@ -1,0 +1,86 @@
+//! The wire summary's back-to-back ping count and its steady window (agent/src/wire/summary.rs),
+//! on the recorded sqlx captures (agent/tests/data/wire/README.md) and on a hand-built timeline
+//! whose expected figures follow from its construction.
+
+use profiler::wire::capture::read_capture;
+use profiler::wire::summary::{BUCKET_NS, STEADY_TAIL_BUCKETS};
+use profiler::wire::{Chunk, Direction, Protocol, WireDecoder, WireOptions, WireSummary};
+
+fn fixture(name: &str) -> Vec<Chunk> {
+    let path = format!("{}/tests/data/wire/{name}.cap", env!("CARGO_MANIFEST_DIR"));
+    read_capture(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+fn decode(chunks: &[Chunk]) -> WireSummary {
+    let mut d = WireDecoder::new(WireOptions::default());
+    d.push_all(chunks);
+    d.finish().0
+}
+
+fn pg_msg(ty: u8, body: &[u8]) -> Vec<u8> {
+    let mut v = vec![ty];
+    v.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+    v.extend_from_slice(body);
+    v
+}
+
+#[test]
+fn back_to_back_pings_in_the_recorded_sqlx_captures() {
+    // all: `pPEppEppEppEppEp` (wire_pg.rs): a ping follows a ping 4 times (release, then the
+    // next acquire's ping); none: `PEpEpEpEpEp`: never.
+    let all = decode(&fixture("pg_sqlx_db5_all"));
+    let none = decode(&fixture("pg_sqlx_db5_none"));
+    assert_eq!((all.pg.pings, all.pg.pings_after_ping), (10, 4));
+    assert_eq!((none.pg.pings, none.pg.pings_after_ping), (5, 0));
+}
+
+/// One prepare round trip at t = 0 (set-up), then every 10 ms from t = 10 ms to 2,990 ms an
+/// HTTP request and the round trips ping, execute (a prepared statement), ping on one
+/// connection.
+#[test]
+fn steady_window_leaves_out_set_up_and_the_tail() {
+    let ms = 1_000_000u64;
+    let mut chunks = Vec::new();
+    let pg = |ts: u64, dir: Direction, data: &[u8]| Chunk::complete(ts, 7, Protocol::Postgres, dir, data);
+    let ready = pg_msg(b'Z', b"I");
+    // Parse "s1" + Describe + Sync, answered ParseComplete, ..., ReadyForQuery.
+    let mut parse = pg_msg(b'P', b"s1\0SELECT 1\0\0\0");
+    parse.extend(pg_msg(b'S', b""));
+    chunks.push(pg(0, Direction::Tx, &parse));
+    let mut answer = pg_msg(b'1', b"");
+    answer.extend(&ready);
+    chunks.push(pg(ms / 2, Direction::Rx, &answer));
+    let mut exec = pg_msg(b'B', b"\0s1\0\0\0\0\0\0\0");
+    exec.extend(pg_msg(b'E', b"\0\0\0\0\0"));
+    exec.extend(pg_msg(b'S', b""));
+    let mut exec_answer = pg_msg(b'2', b"");
+    exec_answer.extend(pg_msg(b'C', b"SELECT 1\0"));
+    exec_answer.extend(&ready);
+    let sync = pg_msg(b'S', b"");
+    for i in 1..300u64 {
+        let t = i * 10 * ms;
+        chunks.push(Chunk::complete(t, 9, Protocol::Http, Direction::Rx, b"GET /db HTTP/1.1\r\nHost: x\r\n\r\n"));
+        for (k, (q, a)) in [(&sync, &ready), (&exec, &exec_answer), (&sync, &ready)].into_iter().enumerate() {
+            let at = t + 1 + k as u64 * 2;
+            chunks.push(pg(at, Direction::Tx, q));
+            chunks.push(pg(at + 1, Direction::Rx, a));
+        }
+    }
+    let s = decode(&chunks);
+    assert_eq!(s.http.requests, 299);
+    assert_eq!(s.pg.by_kind.prepare, 1);
+    let st = s.steady.expect("a steady window");
+    // Set-up in bucket 0; the clean stretch starts at bucket 1, minus one lead bucket: 200 ms.
+    // The last request (2,990 ms) is in bucket 29; 5 tail buckets off: the end is bucket 24.
+    assert_eq!(st.start_ns, 2 * BUCKET_NS);
+    assert_eq!(st.end_ns, (29 - STEADY_TAIL_BUCKETS as u64) * BUCKET_NS);
+    // Requests at 200, 210, ..., 2,390 ms: 220 of them, each with its 3 round trips.
+    assert_eq!(st.http_requests, 220);
+    assert_eq!(st.endpoints, vec![("GET /db".to_string(), 220)]);
+    assert_eq!(st.pg.round_trips, 660);
+    assert_eq!((st.pg.by_kind.ping, st.pg.by_kind.execute, st.pg.by_kind.prepare), (440, 220, 0));
+    // Every request's first ping follows the previous request's last one.
+    assert_eq!(st.pg.pings_after_ping, 220);
+    assert_eq!(st.pg.statements.len(), 1);
+    assert_eq!(st.pg.statements[0].executions, 220);
+}
