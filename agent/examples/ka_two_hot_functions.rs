@@ -7,14 +7,31 @@
 //! 3 ms + 1 ms cycle stays in phase with tick-aligned time slices on a loaded machine and
 //! skewed the measured split by up to 7 points.
 //! Usage: `ka_two_hot_functions [SECONDS]` (default 60); prints `ready` once running.
+//!
+//! std only (glibc's `clock_gettime` declared here), so that `unwind_nofp` can also build it
+//! with plain `rustc` without frame pointers.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+/// `struct timespec` of x86_64 Linux.
+#[repr(C)]
+struct Timespec {
+    tv_sec: i64,
+    tv_nsec: i64,
+}
+
+extern "C" {
+    fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
+}
+
+/// `CLOCK_THREAD_CPUTIME_ID` of Linux (`<linux/time.h>`).
+const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = Timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: valid out pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 

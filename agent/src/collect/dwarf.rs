@@ -211,6 +211,10 @@ impl StackCopy {
                     fp_fallback_frames: m.fp_fallback_frames,
                     ended_complete: complete,
                     ended_truncated: all - complete,
+                    samples: m.samples,
+                    samples_complete: m.samples_complete,
+                    bytes_copied: m.bytes_copied,
+                    replaced: m.replaced,
                 }
             })
             .filter(|m| m.cfi_frames + m.fp_fallback_frames + m.ended_complete + m.ended_truncated > 0)

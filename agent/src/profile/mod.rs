@@ -178,6 +178,20 @@ pub struct ModuleUnwind {
     pub ended_complete: u64,
     /// Walks that ended in this binary, truncated (any reason).
     pub ended_truncated: u64,
+    /// Samples with at least one frame in this binary.
+    #[serde(default)]
+    pub samples: u64,
+    /// Of `samples`, those whose walk was complete.
+    #[serde(default)]
+    pub samples_complete: u64,
+    /// Stack bytes copied by the kernel for `samples`, summed, bytes.
+    #[serde(default)]
+    pub bytes_copied: u64,
+    /// Times this binary was replaced during the run (a process mapped another file under
+    /// its name; the new file's tables were read). Samples taken before the replacement are
+    /// symbolized against the file mapped at the end of the run.
+    #[serde(default)]
+    pub replaced: u64,
 }
 
 /// Everything the agent knows it lost. Shown in every report, never hidden.

@@ -147,6 +147,7 @@ pub fn summary(profile: &Profile) -> String {
         samples,
         pct(lost.truncated_stacks, samples)
     );
+    s.push_str(&crate::unwind::summary_lines(profile));
     let waits: u64 = profile.off_cpu.iter().map(|c| c.count).sum();
     let off_ns: u64 = profile.off_cpu.iter().map(|c| c.total_ns).sum();
     let _ = writeln!(

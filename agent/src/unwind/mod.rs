@@ -26,6 +26,11 @@
 //! Processes are scanned from `/proc/PID/maps` when first seen, again when an instruction
 //! pointer falls outside every known executable mapping (at most every
 //! [`RESCAN_AFTER_MISS`]) and when their maps changed (checked every [`RESCAN_EVERY`]).
+//! Binaries are read once per run and file ([`module::ModuleCache`]: device, inode, size,
+//! mtime), so a binary replaced during the run (a new file at the same path, re-executed or
+//! reloaded) is read again at the next scan and counted in [`ModuleStats::replaced`]; samples
+//! taken before the scan noticed it (at most [`RESCAN_EVERY`]) were unwound with the old
+//! tables, which were right for them unless the process had already switched.
 
 pub mod module;
 
@@ -146,6 +151,16 @@ pub struct ModuleStats {
     pub fp_fallback_frames: u64,
     /// Samples whose walk ended in this binary, by [`StackEnd`] (complete included).
     pub ends: HashMap<StackEnd, u64>,
+    /// Samples with at least one frame in this binary.
+    pub samples: u64,
+    /// Of [`ModuleStats::samples`], those whose walk was [`StackEnd::Complete`].
+    pub samples_complete: u64,
+    /// Stack bytes copied by the kernel for [`ModuleStats::samples`], summed, bytes.
+    pub bytes_copied: u64,
+    /// Times a process was seen mapping another file under this name than before (the
+    /// binary was replaced and re-executed or reloaded during the run); its new tables were
+    /// read and used from then on.
+    pub replaced: u64,
 }
 
 /// One executable mapping of a process.
@@ -240,6 +255,20 @@ impl Unwinder {
             }
         }
         let state = self.scan(pid, text, now);
+        if let Some(old) = self.processes.get(&pid) {
+            // A path that maps another file than at the last scan (exec of a rebuilt binary,
+            // a library replaced and reloaded): the new file's tables are in use from now on.
+            let mut counted: Vec<&str> = Vec::new();
+            for m in &state.mappings {
+                let Some(new) = &m.module else { continue };
+                let replaced = old.mappings.iter().any(|o| o.name == m.name && o.module.as_ref().is_some_and(|om| !Arc::ptr_eq(om, new)));
+                if replaced && !counted.contains(&m.name.as_str()) {
+                    counted.push(&m.name);
+                    tracing::info!(pid, binary = m.name, build_id = new.build_id.as_deref().unwrap_or("-"), "binary replaced during the run: new unwind tables");
+                    self.stats.entry(m.name.clone()).or_default().replaced += 1;
+                }
+            }
+        }
         self.processes.insert(pid, state);
     }
 
@@ -321,6 +350,8 @@ impl Unwinder {
         let mut cache = std::mem::replace(&mut self.cache, CacheX86_64::new());
         let end;
         let mut last_module: Option<String> = None;
+        // Binaries holding a frame of this walk (few: a linear set).
+        let mut touched: Vec<String> = Vec::new();
         let mut last_used_fallback = false;
         {
             let regs = UnwindRegsX86_64::new(sample.ip, sample.sp, sample.bp);
@@ -360,6 +391,9 @@ impl Unwinder {
                 };
                 frames.push(frame.address());
                 last_module = Some(mapping.name.clone());
+                if !touched.contains(&mapping.name) {
+                    touched.push(mapping.name.clone());
+                }
                 if frames.len() >= MAX_FRAMES {
                     end = StackEnd::DepthLimit;
                     break;
@@ -394,10 +428,99 @@ impl Unwinder {
             stats.unwind_info = "none";
         }
         *stats.ends.entry(end).or_default() += 1;
+        for name in touched {
+            let stats = self.stats.entry(name).or_default();
+            stats.samples += 1;
+            stats.samples_complete += u64::from(end == StackEnd::Complete);
+            stats.bytes_copied += stack.len() as u64;
+        }
         self.processes.insert(sample.pid, process);
         let stack_bytes_used = max_read.map_or(0, |m| m + 8 - sp);
         Unwound { frames, end, fp_fallback_frames, stack_bytes_used }
     }
+}
+
+/// The unwinding part of the run summary (`render::summary`): one line for the run (mode,
+/// samples, share of complete stacks, mean and largest stack bytes copied per sample), then
+/// one line per binary holding frames: the unwinding used for its frames (`CFI
+/// (eh_frame_hdr)`, `CFI + frame pointers`, `frame pointers`, `none`), the samples with a
+/// frame in it, the share of those that are complete and the mean bytes copied per such
+/// sample. Binaries with the most samples first, at most 12. Empty without on-CPU samples.
+///
+/// With the stack copy (`dwarf`, `auto`) the figures come from [`crate::profile::UnwindReport`]
+/// ("complete": the CFI of the outermost frame says it has no caller); with frame pointers
+/// (`fp`, no report) from the symbolized stacks ("complete": not [`crate::profile::Stack::truncated`])
+/// and nothing is copied.
+pub fn summary_lines(profile: &crate::profile::Profile) -> String {
+    use std::fmt::Write;
+    let pct = |part: u64, whole: u64| if whole == 0 { 0.0 } else { part as f64 * 100.0 / whole as f64 };
+    let samples: u64 = profile.on_cpu.iter().map(|c| c.count).sum();
+    let mut s = String::new();
+    if samples == 0 {
+        return s;
+    }
+    // (binary, unwinding, samples, complete, bytes copied)
+    let mut rows: Vec<(String, String, u64, u64, u64)> = Vec::new();
+    match &profile.meta.unwind {
+        Some(r) => {
+            let _ = writeln!(
+                s,
+                "unwinding: {} (.eh_frame CFI on a copy of at most {} bytes of user stack per sample): {} samples, {:.1}% complete, {} bytes copied per sample (max {}), truncated: {} copy end, {} no CFI, {} bad address, {} other",
+                r.mode,
+                r.stack_copy_bytes,
+                r.samples,
+                pct(r.complete, r.samples),
+                r.bytes_copied_total / r.samples.max(1),
+                r.bytes_copied_max,
+                r.truncated_copy_end,
+                r.truncated_no_unwind_info,
+                r.truncated_bad_address,
+                r.truncated_other
+            );
+            for m in r.modules.iter().filter(|m| m.samples > 0) {
+                let how = match (m.cfi_frames > 0, m.fp_fallback_frames > 0) {
+                    (true, false) => format!("CFI ({})", m.unwind_info),
+                    (true, true) => format!("CFI ({}) + frame pointers", m.unwind_info),
+                    (false, true) => "frame pointers (no CFI)".to_owned(),
+                    (false, false) => format!("none ({})", m.unwind_info),
+                };
+                let how = if m.replaced > 0 { format!("{how}, replaced {}x", m.replaced) } else { how };
+                rows.push((m.module.clone(), how, m.samples, m.samples_complete, m.bytes_copied));
+            }
+        }
+        None => {
+            let truncated = profile.lost.truncated_stacks;
+            let _ = writeln!(
+                s,
+                "unwinding: frame pointers (walked in the kernel, no stack copy): {samples} samples, {:.1}% complete, 0 bytes copied per sample",
+                pct(samples.saturating_sub(truncated), samples)
+            );
+            let mut by_module: HashMap<&str, (u64, u64)> = HashMap::new();
+            for c in &profile.on_cpu {
+                let Some(stack) = profile.stacks.get(c.stack as usize) else { continue };
+                let mut seen: Vec<&str> = Vec::new();
+                for f in stack.frames.iter().filter_map(|&f| profile.frames.get(f as usize)) {
+                    if f.kind == crate::profile::FrameKind::User && !f.module.is_empty() && !seen.contains(&f.module.as_str()) {
+                        seen.push(&f.module);
+                    }
+                }
+                for m in seen {
+                    let e = by_module.entry(m).or_default();
+                    e.0 += c.count;
+                    e.1 += if stack.truncated { 0 } else { c.count };
+                }
+            }
+            rows.extend(by_module.into_iter().map(|(m, (n, complete))| (m.to_owned(), "frame pointers".to_owned(), n, complete, 0)));
+        }
+    }
+    rows.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+    if !rows.is_empty() {
+        let _ = writeln!(s, "  {:<24} {:<32} {:>8} {:>9} {:>13}", "binary", "unwinding", "samples", "complete", "bytes/sample");
+    }
+    for (name, how, n, complete, bytes) in rows.iter().take(12) {
+        let _ = writeln!(s, "  {:<24} {:<32} {:>8} {:>8.1}% {:>13}", name, how, n, pct(*complete, *n), bytes / (*n).max(1));
+    }
+    s
 }
 
 fn find_mapping(mappings: &[ExecMapping], addr: u64) -> Option<&ExecMapping> {
