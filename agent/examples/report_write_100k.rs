@@ -11,7 +11,9 @@
 
 use std::time::Instant;
 
-use profiler::profile::{Frame, FrameKind, Meta, Process, Profile, Stack, StackCount, SCHEMA_VERSION};
+use profiler::profile::{
+    Frame, FrameKind, Meta, Process, Profile, Stack, StackCount, SCHEMA_VERSION,
+};
 
 /// xorshift64*: deterministic and good enough to spread frames.
 struct Rng(u64);
@@ -34,9 +36,22 @@ fn generate(stacks: usize) -> Profile {
     let functions = 20_000u32;
     let frames: Vec<Frame> = (0..functions)
         .map(|i| Frame {
-            function: format!("crate_{}::module_{}::Type{}::function_{i}::{{{{closure}}}}", i % 40, i % 300, i % 1000),
-            module: if i < 500 { "[kernel]".to_string() } else { format!("lib{}.so", i % 40) },
-            kind: if i < 500 { FrameKind::Kernel } else { FrameKind::User },
+            function: format!(
+                "crate_{}::module_{}::Type{}::function_{i}::{{{{closure}}}}",
+                i % 40,
+                i % 300,
+                i % 1000
+            ),
+            module: if i < 500 {
+                "[kernel]".to_string()
+            } else {
+                format!("lib{}.so", i % 40)
+            },
+            kind: if i < 500 {
+                FrameKind::Kernel
+            } else {
+                FrameKind::User
+            },
             inlined: i % 7 == 0,
             file: (i % 3 == 0).then(|| format!("src/module_{}.rs", i % 300)),
             line: (i % 3 == 0).then_some(i % 2000),
@@ -45,7 +60,9 @@ fn generate(stacks: usize) -> Profile {
     // A few shared roots (thread start, runtime), then random user frames, a kernel tail
     // on some. Distinct by construction: the last user frame and the depth come from the
     // stack's index.
-    let roots: Vec<Vec<u32>> = (0..8).map(|r| (0..6).map(|d| 500 + r * 6 + d).collect()).collect();
+    let roots: Vec<Vec<u32>> = (0..8)
+        .map(|r| (0..6).map(|d| 500 + r * 6 + d).collect())
+        .collect();
     let mut all = Vec::with_capacity(stacks + stacks / 10);
     let mut on_cpu = Vec::with_capacity(stacks);
     let mut off_cpu = Vec::with_capacity(stacks / 10);
@@ -62,7 +79,10 @@ fn generate(stacks: usize) -> Profile {
                 f.push(rng.below(500) as u32);
             }
         }
-        all.push(Stack { frames: f, truncated: i % 50 == 0 });
+        all.push(Stack {
+            frames: f,
+            truncated: i % 50 == 0,
+        });
         let count = StackCount {
             pid: 100,
             tid: 100 + (i % 16) as u32,
@@ -74,7 +94,10 @@ fn generate(stacks: usize) -> Profile {
         if i < stacks {
             on_cpu.push(count);
         } else {
-            off_cpu.push(StackCount { total_ns: 1_000 + rng.below(50_000_000), ..count });
+            off_cpu.push(StackCount {
+                total_ns: 1_000 + rng.below(50_000_000),
+                ..count
+            });
         }
     }
     Profile {
@@ -86,7 +109,10 @@ fn generate(stacks: usize) -> Profile {
             cpus: 2,
             ..Meta::default()
         },
-        processes: vec![Process { pid: 100, ..Process::default() }],
+        processes: vec![Process {
+            pid: 100,
+            ..Process::default()
+        }],
         frames,
         stacks: all,
         on_cpu,
@@ -97,14 +123,18 @@ fn generate(stacks: usize) -> Profile {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let stacks: usize = args.next().map_or(100_000, |a| a.parse().unwrap_or_else(|_| {
-        eprintln!("report_write_100k: STACKS must be a number, got {a}");
-        std::process::exit(2)
-    }));
-    let repeats: u32 = args.next().map_or(3, |a| a.parse().unwrap_or_else(|_| {
-        eprintln!("report_write_100k: REPEATS must be a number, got {a}");
-        std::process::exit(2)
-    }));
+    let stacks: usize = args.next().map_or(100_000, |a| {
+        a.parse().unwrap_or_else(|_| {
+            eprintln!("report_write_100k: STACKS must be a number, got {a}");
+            std::process::exit(2)
+        })
+    });
+    let repeats: u32 = args.next().map_or(3, |a| {
+        a.parse().unwrap_or_else(|_| {
+            eprintln!("report_write_100k: REPEATS must be a number, got {a}");
+            std::process::exit(2)
+        })
+    });
     let t = Instant::now();
     let profile = generate(stacks);
     println!(
@@ -126,7 +156,11 @@ fn main() {
         let summary = profiler::render::summary(&profile);
         let took = t.elapsed();
         times.push(took.as_secs_f64());
-        let bytes: u64 = written.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
+        let bytes: u64 = written
+            .iter()
+            .filter_map(|p| std::fs::metadata(p).ok())
+            .map(|m| m.len())
+            .sum();
         println!(
             "run {}: write_all + summary {:.0} ms, {} files, {:.1} MB, summary {} lines",
             r + 1,
@@ -137,11 +171,20 @@ fn main() {
         );
         if r == 0 {
             for p in &written {
-                println!("  {} {:.1} MB", p.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()), std::fs::metadata(p).map_or(0, |m| m.len()) as f64 / 1e6);
+                println!(
+                    "  {} {:.1} MB",
+                    p.file_name()
+                        .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+                    std::fs::metadata(p).map_or(0, |m| m.len()) as f64 / 1e6
+                );
             }
         }
         let _ = std::fs::remove_dir_all(&out);
     }
     times.sort_by(f64::total_cmp);
-    println!("median {:.0} ms over {} runs (goal: at most 2000 ms)", times[times.len() / 2] * 1e3, times.len());
+    println!(
+        "median {:.0} ms over {} runs (goal: at most 2000 ms)",
+        times[times.len() / 2] * 1e3,
+        times.len()
+    );
 }

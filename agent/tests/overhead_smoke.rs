@@ -16,15 +16,34 @@ fn overhead_smoke_measures_every_mode_on_json() {
     let out = tempfile::tempdir().unwrap();
     let profiler = env!("CARGO_BIN_EXE_profiler");
     let app = Path::new(profiler).with_file_name("target-app");
-    assert!(app.is_file(), "{} missing: build the workspace first (scripts/test does)", app.display());
+    assert!(
+        app.is_file(),
+        "{} missing: build the workspace first (scripts/test does)",
+        app.display()
+    );
     let status = Command::new(profiler)
-        .args(["bench", "--overhead", "--smoke", "--only", "json", "--skip-build", "--name", "profiler-ci-overhead", "--out"])
+        .args([
+            "bench",
+            "--overhead",
+            "--smoke",
+            "--only",
+            "json",
+            "--skip-build",
+            "--name",
+            "profiler-ci-overhead",
+            "--out",
+        ])
         .arg(out.path())
         .status()
         .expect("run profiler bench --overhead");
-    assert!(status.success(), "profiler bench --overhead --smoke exited with {status}");
+    assert!(
+        status.success(),
+        "profiler bench --overhead --smoke exited with {status}"
+    );
 
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(out.path().join("overhead.json")).unwrap()).unwrap();
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("overhead.json")).unwrap())
+            .unwrap();
     let rows = report["rows"].as_array().unwrap();
     let modes: Vec<&str> = rows.iter().map(|r| r["mode"].as_str().unwrap()).collect();
     assert_eq!(modes, ["sampling", "+offcpu", "+syscalls", "everything"]);
@@ -38,22 +57,55 @@ fn overhead_smoke_measures_every_mode_on_json() {
             assert!(r > 0.0 && r <= 1.5, "{mode}: {key} = {r}");
         }
         let pair = &row["runs"][0];
-        assert!(pair["unattached_req_per_s"].as_f64().unwrap() > 0.0 && pair["attached_req_per_s"].as_f64().unwrap() > 0.0);
+        assert!(
+            pair["unattached_req_per_s"].as_f64().unwrap() > 0.0
+                && pair["attached_req_per_s"].as_f64().unwrap() > 0.0
+        );
         assert_eq!(pair["failed_requests"], 0, "{mode}: failed requests");
         let dir = out.path().join(pair["dir"].as_str().unwrap());
-        let profile: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("profile.json")).unwrap()).unwrap();
-        let samples: u64 = profile["on_cpu"].as_array().unwrap().iter().map(|c| c["count"].as_u64().unwrap()).sum();
-        assert!(samples > 0, "{mode}: no on-CPU samples, the agent did not sample the app");
+        let profile: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("profile.json")).unwrap())
+                .unwrap();
+        let samples: u64 = profile["on_cpu"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["count"].as_u64().unwrap())
+            .sum();
+        assert!(
+            samples > 0,
+            "{mode}: no on-CPU samples, the agent did not sample the app"
+        );
         let syscalls = profile["syscalls"].as_array().map_or(0, Vec::len);
-        assert_eq!(syscalls > 0, matches!(mode, "+syscalls" | "everything"), "{mode}: {syscalls} syscall rows");
-        assert_eq!(profile["meta"]["wire"].is_object(), mode == "everything", "{mode}: wire report {}", profile["meta"]["wire"]);
+        assert_eq!(
+            syscalls > 0,
+            matches!(mode, "+syscalls" | "everything"),
+            "{mode}: {syscalls} syscall rows"
+        );
+        assert_eq!(
+            profile["meta"]["wire"].is_object(),
+            mode == "everything",
+            "{mode}: wire report {}",
+            profile["meta"]["wire"]
+        );
         let f = &profile["meta"]["footprint"];
         let attach_ns = f["attach_ns"].as_u64().unwrap();
-        assert!(attach_ns > 0 && attach_ns < 30_000_000_000, "{mode}: attach took {attach_ns} ns");
+        assert!(
+            attach_ns > 0 && attach_ns < 30_000_000_000,
+            "{mode}: attach took {attach_ns} ns"
+        );
         // The agent binary alone maps more than 5 MB; a peak under that is a misread.
-        assert!(f["peak_rss_bytes"].as_u64().unwrap() > 5_000_000, "{mode}: {f}");
-        let footprint: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("footprint.json")).unwrap()).unwrap();
-        assert!(footprint["reports_ms"].as_f64().unwrap() > 0.0, "{mode}: {footprint}");
+        assert!(
+            f["peak_rss_bytes"].as_u64().unwrap() > 5_000_000,
+            "{mode}: {f}"
+        );
+        let footprint: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("footprint.json")).unwrap())
+                .unwrap();
+        assert!(
+            footprint["reports_ms"].as_f64().unwrap() > 0.0,
+            "{mode}: {footprint}"
+        );
     }
     let footprint = report["footprint"].as_array().unwrap();
     assert_eq!(footprint.len(), 4);

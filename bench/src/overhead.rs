@@ -144,7 +144,11 @@ impl Row {
             test,
             mode: mode.to_string(),
             ratio_median: median(&ratios),
-            ratio_min: if ratios.is_empty() { 0.0 } else { ratios.iter().copied().fold(f64::INFINITY, f64::min) },
+            ratio_min: if ratios.is_empty() {
+                0.0
+            } else {
+                ratios.iter().copied().fold(f64::INFINITY, f64::min)
+            },
             ratio_max: ratios.iter().copied().fold(0.0, f64::max),
             pairs: runs.len() as u32,
             unattached_req_per_s_median: median(&a),
@@ -169,7 +173,10 @@ impl OverheadResults {
                 r.ratio_max,
                 r.pairs,
                 r.unattached_req_per_s_median,
-                r.error.as_deref().map(|e| format!(" error: {e} |")).unwrap_or_default()
+                r.error
+                    .as_deref()
+                    .map(|e| format!(" error: {e} |"))
+                    .unwrap_or_default()
             ));
         }
         s
@@ -196,7 +203,10 @@ pub async fn run(
     progress: &dyn Progress,
     results: Arc<Mutex<OverheadResults>>,
 ) -> Result<(), BenchError> {
-    std::fs::create_dir_all(&opts.out_dir).map_err(|source| BenchError::Io { path: opts.out_dir.clone(), source })?;
+    std::fs::create_dir_all(&opts.out_dir).map_err(|source| BenchError::Io {
+        path: opts.out_dir.clone(),
+        source,
+    })?;
     {
         let mut r = results.lock().unwrap_or_else(|e| e.into_inner());
         r.schema_version = OVERHEAD_SCHEMA_VERSION;
@@ -204,9 +214,16 @@ pub async fn run(
         r.cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
         r.cpu_model = std::fs::read_to_string("/proc/cpuinfo")
             .ok()
-            .and_then(|s| s.lines().find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())))
+            .and_then(|s| {
+                s.lines().find_map(|l| {
+                    l.strip_prefix("model name")
+                        .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+                })
+            })
             .unwrap_or_default();
-        r.kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default();
+        r.kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
         r.settings = Some(OverheadSettings {
             tests: opts.tests.clone(),
             modes: modes.iter().map(|m| m.name.to_string()).collect(),
@@ -225,7 +242,10 @@ pub async fn run(
     let mut env = Environment::start(opts, progress).await?;
     let outcome = measure(&env, opts, modes, pairs, progress, &results).await;
     env.shutdown().await;
-    results.lock().unwrap_or_else(|e| e.into_inner()).finished_at = now_rfc3339();
+    results
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .finished_at = now_rfc3339();
     outcome
 }
 
@@ -238,22 +258,43 @@ async fn measure(
     results: &Arc<Mutex<OverheadResults>>,
 ) -> Result<(), BenchError> {
     let token = crate::token::mint_valid(&opts.jwt_secret, 1);
-    let scratch = tempfile::tempdir().map_err(|source| BenchError::Io { path: "<tempdir>".into(), source })?;
+    let scratch = tempfile::tempdir().map_err(|source| BenchError::Io {
+        path: "<tempdir>".into(),
+        source,
+    })?;
     let expected = opts.duration * 2 * pairs.max(1);
     for &test in &opts.tests {
         if !opts.warmup.is_zero() {
-            progress.step(&format!("{test}: warm-up {} s", opts.warmup.as_secs()), opts.warmup);
+            progress.step(
+                &format!("{test}: warm-up {} s", opts.warmup.as_secs()),
+                opts.warmup,
+            );
             let warm = measured_run(env, opts, test, opts.warmup, &token, scratch.path()).await?;
             progress.done(&format!("{test}: warm-up {:.0} req/s", warm.wrk.req_per_s));
         }
         for mode in modes {
-            progress.step(&format!("{test}, {}: {pairs} pairs of {} s runs, without and with the agent", mode.name, opts.duration.as_secs()), expected);
+            progress.step(
+                &format!(
+                    "{test}, {}: {pairs} pairs of {} s runs, without and with the agent",
+                    mode.name,
+                    opts.duration.as_secs()
+                ),
+                expected,
+            );
             let mut runs = Vec::new();
             let mut error = None;
             for i in 0..pairs.max(1) {
-                let a = measured_run(env, opts, test, opts.duration, &token, scratch.path()).await?;
-                let rel = PathBuf::from(test.name()).join(dir_name(mode.name)).join(format!("pair-{}", i + 1));
-                let session = match mode.hook.start(&env.target, test, &opts.out_dir.join(&rel), opts.duration) {
+                let a =
+                    measured_run(env, opts, test, opts.duration, &token, scratch.path()).await?;
+                let rel = PathBuf::from(test.name())
+                    .join(dir_name(mode.name))
+                    .join(format!("pair-{}", i + 1));
+                let session = match mode.hook.start(
+                    &env.target,
+                    test,
+                    &opts.out_dir.join(&rel),
+                    opts.duration,
+                ) {
                     Ok(s) => s,
                     Err(e) => {
                         error = Some(format!("pair {}: could not attach: {e}", i + 1));
@@ -261,13 +302,19 @@ async fn measure(
                     }
                 };
                 let b = measured_run(env, opts, test, opts.duration, &token, scratch.path()).await;
-                let finished = tokio::task::spawn_blocking(move || session.finish()).await.unwrap_or_else(|e| Err(format!("profiling task: {e}")));
+                let finished = tokio::task::spawn_blocking(move || session.finish())
+                    .await
+                    .unwrap_or_else(|e| Err(format!("profiling task: {e}")));
                 let b = b?;
                 if let Err(e) = finished {
                     error = Some(format!("pair {}: the agent failed: {e}", i + 1));
                     break;
                 }
-                let ratio = if a.wrk.req_per_s > 0.0 { b.wrk.req_per_s / a.wrk.req_per_s } else { 0.0 };
+                let ratio = if a.wrk.req_per_s > 0.0 {
+                    b.wrk.req_per_s / a.wrk.req_per_s
+                } else {
+                    0.0
+                };
                 runs.push(Pair {
                     unattached_req_per_s: a.wrk.req_per_s,
                     attached_req_per_s: b.wrk.req_per_s,
@@ -285,9 +332,16 @@ async fn measure(
                 row.ratio_max,
                 row.pairs,
                 row.unattached_req_per_s_median,
-                row.error.as_deref().map(|e| format!("; {e}")).unwrap_or_default()
+                row.error
+                    .as_deref()
+                    .map(|e| format!("; {e}"))
+                    .unwrap_or_default()
             ));
-            results.lock().unwrap_or_else(|e| e.into_inner()).rows.push(row);
+            results
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .rows
+                .push(row);
         }
     }
     Ok(())
@@ -295,7 +349,9 @@ async fn measure(
 
 /// A mode's folder name: `+offcpu` -> `offcpu`.
 fn dir_name(mode: &str) -> String {
-    mode.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').collect()
+    mode.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .collect()
 }
 
 #[cfg(test)]
@@ -303,19 +359,38 @@ mod tests {
     use super::*;
 
     fn pair(a: f64, b: f64) -> Pair {
-        Pair { unattached_req_per_s: a, attached_req_per_s: b, ratio: b / a, failed_requests: 0, dir: String::new() }
+        Pair {
+            unattached_req_per_s: a,
+            attached_req_per_s: b,
+            ratio: b / a,
+            failed_requests: 0,
+            dir: String::new(),
+        }
     }
 
     #[test]
     fn row_statistics() {
-        let row = Row::from_pairs(Test::Json, "sampling", vec![pair(100.0, 99.0), pair(200.0, 190.0), pair(100.0, 101.0)], None);
+        let row = Row::from_pairs(
+            Test::Json,
+            "sampling",
+            vec![pair(100.0, 99.0), pair(200.0, 190.0), pair(100.0, 101.0)],
+            None,
+        );
         assert_eq!(row.pairs, 3);
         assert!((row.ratio_median - 0.99).abs() < 1e-9);
         assert!((row.ratio_min - 0.95).abs() < 1e-9);
         assert!((row.ratio_max - 1.01).abs() < 1e-9);
         assert!((row.unattached_req_per_s_median - 100.0).abs() < 1e-9);
         let empty = Row::from_pairs(Test::Db, "everything", vec![], Some("x".into()));
-        assert_eq!((empty.pairs, empty.ratio_min, empty.ratio_max, empty.ratio_median), (0, 0.0, 0.0, 0.0));
+        assert_eq!(
+            (
+                empty.pairs,
+                empty.ratio_min,
+                empty.ratio_max,
+                empty.ratio_median
+            ),
+            (0, 0.0, 0.0, 0.0)
+        );
     }
 
     #[test]

@@ -34,7 +34,12 @@ pub enum AgentMode {
 
 impl AgentMode {
     /// Every mode, cheapest first.
-    pub const ALL: [AgentMode; 4] = [AgentMode::Sampling, AgentMode::OffCpu, AgentMode::Syscalls, AgentMode::Everything];
+    pub const ALL: [AgentMode; 4] = [
+        AgentMode::Sampling,
+        AgentMode::OffCpu,
+        AgentMode::Syscalls,
+        AgentMode::Everything,
+    ];
 
     /// Name in `overhead.json`: `sampling`, `+offcpu`, `+syscalls`, `everything`.
     pub fn name(self) -> &'static str {
@@ -54,7 +59,12 @@ impl AgentMode {
             AgentMode::Syscalls => (true, true, false),
             AgentMode::Everything => (true, true, true),
         };
-        collect::Options { offcpu, syscalls, wire, ..base }
+        collect::Options {
+            offcpu,
+            syscalls,
+            wire,
+            ..base
+        }
     }
 }
 
@@ -96,7 +106,9 @@ impl RunFootprint {
             peak_rss_mb_collecting: f.peak_rss_bytes as f64 / 1e6,
             peak_rss_mb_total: collect::self_peak_rss_bytes() as f64 / 1e6,
             reports_ms: reports.as_secs_f64() * 1e3,
-            bpf_pct_of_one_cpu: f.bpf_run_ns.map(|ns| ns as f64 / duration_ns as f64 * 100.0),
+            bpf_pct_of_one_cpu: f
+                .bpf_run_ns
+                .map(|ns| ns as f64 / duration_ns as f64 * 100.0),
             bpf_ns_per_run: match (f.bpf_run_ns, f.bpf_run_count) {
                 (Some(ns), Some(runs)) if runs > 0 => Some(ns as f64 / runs as f64),
                 _ => None,
@@ -202,7 +214,8 @@ impl OverheadReport {
                 f.peak_rss_mb_collecting_max,
                 f.peak_rss_mb_total_max,
                 f.reports_ms_median,
-                f.bpf_pct_median.map_or("not measured".to_string(), |p| format!("{p:.1}"))
+                f.bpf_pct_median
+                    .map_or("not measured".to_string(), |p| format!("{p:.1}"))
             ));
         }
         s
@@ -222,8 +235,15 @@ pub fn run(
     progress: &dyn bench::run::Progress,
     make_hook: impl Fn(AgentMode) -> Box<dyn ProfileHook>,
 ) -> Result<OverheadReport> {
-    let hooks: Vec<(AgentMode, Box<dyn ProfileHook>)> = AgentMode::ALL.iter().map(|&m| (m, make_hook(m))).collect();
-    let modes: Vec<Mode<'_>> = hooks.iter().map(|(m, h)| Mode { name: m.name(), hook: h.as_ref() }).collect();
+    let hooks: Vec<(AgentMode, Box<dyn ProfileHook>)> =
+        AgentMode::ALL.iter().map(|&m| (m, make_hook(m))).collect();
+    let modes: Vec<Mode<'_>> = hooks
+        .iter()
+        .map(|(m, h)| Mode {
+            name: m.name(),
+            hook: h.as_ref(),
+        })
+        .collect();
     let results = Arc::new(Mutex::new(OverheadResults::default()));
     let outcome = runtime.block_on(async {
         tokio::select! {
@@ -240,19 +260,31 @@ pub fn run(
         });
     }
     let results = results.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let footprint = AgentMode::ALL.iter().map(|m| mode_footprint(&results, m.name(), &opts.out_dir)).collect();
+    let footprint = AgentMode::ALL
+        .iter()
+        .map(|m| mode_footprint(&results, m.name(), &opts.out_dir))
+        .collect();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let report = OverheadReport { results, footprint, command };
+    let report = OverheadReport {
+        results,
+        footprint,
+        command,
+    };
     if !report.results.rows.is_empty() {
-        std::fs::create_dir_all(&opts.out_dir).with_context(|| format!("creating {}", opts.out_dir.display()))?;
+        std::fs::create_dir_all(&opts.out_dir)
+            .with_context(|| format!("creating {}", opts.out_dir.display()))?;
         let json = serde_json::to_string_pretty(&report).context("serializing overhead.json")?;
         let path = opts.out_dir.join("overhead.json");
-        std::fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(&path, json + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
         let md = report.markdown();
         let path = opts.out_dir.join("overhead.md");
         std::fs::write(&path, &md).with_context(|| format!("writing {}", path.display()))?;
         print!("{md}");
-        eprintln!("bench: wrote {}", opts.out_dir.join("overhead.json").display());
+        eprintln!(
+            "bench: wrote {}",
+            opts.out_dir.join("overhead.json").display()
+        );
     }
     outcome?;
     Ok(report)
@@ -273,6 +305,9 @@ mod tests {
         assert!(y.offcpu && y.syscalls && !y.wire);
         let e = AgentMode::Everything.options(base);
         assert!(e.offcpu && e.syscalls && e.wire);
-        assert_eq!(AgentMode::ALL.map(AgentMode::name), ["sampling", "+offcpu", "+syscalls", "everything"]);
+        assert_eq!(
+            AgentMode::ALL.map(AgentMode::name),
+            ["sampling", "+offcpu", "+syscalls", "everything"]
+        );
     }
 }
