@@ -88,6 +88,10 @@ pub struct TestGains {
     /// Spread of the `all` runs, percent: (max - min) / median × 100. The noise a measured
     /// gain has to stand out of.
     pub all_spread_pct: f64,
+    /// Median change between consecutive `all` runs, percent: median of |A(i+1)/A(i) - 1| ×
+    /// 100. The local noise a bracketed gain faces (slow drift, which the bracketing cancels,
+    /// is in `all_spread_pct` but not here).
+    pub all_step_change_pct: f64,
     /// Gain per switch, in plan order.
     pub switches: Vec<SwitchGain>,
 }
@@ -225,6 +229,8 @@ pub fn summarize(plan: &GainPlan, order: &[Option<usize>], runs: Vec<ConfigRun>)
         (Some(lo), Some(hi)) if all_req_per_s > 0.0 => (hi - lo) / all_req_per_s * 100.0,
         _ => 0.0,
     };
+    let steps: Vec<f64> = a.windows(2).filter(|w| w[0] > 0.0).map(|w| (w[1] / w[0] - 1.0).abs() * 100.0).collect();
+    let all_step_change_pct = median(&steps).unwrap_or(0.0);
     let switches = plan
         .switches
         .iter()
@@ -242,7 +248,7 @@ pub fn summarize(plan: &GainPlan, order: &[Option<usize>], runs: Vec<ConfigRun>)
             }
         })
         .collect();
-    TestGains { test: plan.test, runs, all_req_per_s, all_spread_pct: spread, switches }
+    TestGains { test: plan.test, runs, all_req_per_s, all_spread_pct: spread, all_step_change_pct, switches }
 }
 
 #[cfg(test)]
@@ -286,6 +292,8 @@ mod tests {
         let t = summarize(&plan, &order, runs);
         assert_eq!(t.all_req_per_s, 100.0);
         assert!((t.all_spread_pct - 10.0).abs() < 1e-9);
+        // A runs 100, 100, 90: steps 0% and 10%, median 5%.
+        assert!((t.all_step_change_pct - 5.0).abs() < 1e-9, "{}", t.all_step_change_pct);
         let s = &t.switches[0];
         // +10% and 95/95 - 1 = 0%.
         assert!((s.gains_pct[0] - 10.0).abs() < 1e-9 && s.gains_pct[1].abs() < 1e-9, "{s:?}");
