@@ -629,6 +629,56 @@ mod tests {
     }
 
     #[test]
+    fn summary_lines_state_per_binary_unwinding_complete_share_and_bytes() {
+        use crate::profile::{Frame, FrameKind, ModuleUnwind, Profile, Stack, StackCount, UnwindReport};
+        let count = |stack, count| StackCount { pid: 1, tid: 1, thread: "t".into(), stack, count, total_ns: 0 };
+        let module = |module: &str, cfi, fp, samples, complete, bytes| ModuleUnwind {
+            module: module.into(),
+            unwind_info: "eh_frame_hdr".into(),
+            cfi_frames: cfi,
+            fp_fallback_frames: fp,
+            samples,
+            samples_complete: complete,
+            bytes_copied: bytes,
+            ..Default::default()
+        };
+        let mut p = Profile::default();
+        p.on_cpu = vec![count(0, 200)];
+        p.meta.unwind = Some(UnwindReport {
+            mode: "auto".into(),
+            stack_copy_bytes: 65536,
+            samples: 200,
+            complete: 190,
+            truncated_copy_end: 10,
+            bytes_copied_total: 4_000_000,
+            bytes_copied_max: 30_000,
+            modules: vec![module("app", 900, 0, 200, 190, 4_000_000), module("libjit.so", 3, 7, 40, 30, 600_000), module("unused.so", 0, 0, 0, 0, 0)],
+            ..Default::default()
+        });
+        let text = summary_lines(&p);
+        let lines: Vec<&str> = text.lines().collect();
+        // 190/200 = 95.0 %, 4,000,000 / 200 = 20,000 bytes; libjit: 30/40 = 75 %, 15,000 bytes.
+        assert!(lines[0].starts_with("unwinding: auto (.eh_frame CFI on a copy of at most 65536 bytes of user stack per sample): 200 samples, 95.0% complete, 20000 bytes copied per sample (max 30000), truncated: 10 copy end"), "{text}");
+        assert_eq!(lines[2], format!("  {:<24} {:<32} {:>8} {:>8.1}% {:>13}", "app", "CFI (eh_frame_hdr)", 200, 95.0, 20000));
+        assert_eq!(lines[3], format!("  {:<24} {:<32} {:>8} {:>8.1}% {:>13}", "libjit.so", "CFI (eh_frame_hdr) + frame pointers", 40, 75.0, 15000));
+        assert_eq!(lines.len(), 4, "a binary without samples is not listed: {text}");
+
+        // Frame pointers (no report): from the symbolized stacks, nothing copied.
+        let frame = |module: &str| Frame { function: "f".into(), module: module.into(), kind: FrameKind::User, inlined: false, file: None, line: None };
+        let mut p = Profile::default();
+        p.frames = vec![frame("app"), frame("libc.so.6")];
+        p.stacks = vec![Stack { frames: vec![0, 1], truncated: false }, Stack { frames: vec![1], truncated: true }];
+        p.on_cpu = vec![count(0, 30), count(1, 10)];
+        p.lost.truncated_stacks = 10;
+        let text = summary_lines(&p);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "unwinding: frame pointers (walked in the kernel, no stack copy): 40 samples, 75.0% complete, 0 bytes copied per sample");
+        assert_eq!(lines[2], format!("  {:<24} {:<32} {:>8} {:>8.1}% {:>13}", "libc.so.6", "frame pointers", 40, 75.0, 0));
+        assert_eq!(lines[3], format!("  {:<24} {:<32} {:>8} {:>8.1}% {:>13}", "app", "frame pointers", 30, 100.0, 0));
+        assert_eq!(summary_lines(&Profile::default()), "");
+    }
+
+    #[test]
     fn mapping_lookup_is_half_open() {
         let m = |s, e| ExecMapping { range: s..e, module: None, bias: 0, name: String::new() };
         let maps = vec![m(0x1000, 0x2000), m(0x3000, 0x4000)];
