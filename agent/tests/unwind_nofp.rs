@@ -16,7 +16,9 @@
 //!   CPU 0, wrk (`bench::load`, 64 connections) pinned to CPU 1, as `profiler bench` does.
 //!   Each build gets a warm-up, then 999 Hz sampling while wrk runs until the app used 6 s
 //!   of CPU (about 6,000 samples; at most 45 s).
-//! - Self time is the summary's definition (`render::summary::self_samples`).
+//! - Self time is the summary's definition (`render::summary::self_samples`), as shares of
+//!   the samples with a known leaf function (the frame-pointer walk leaves some stacks empty:
+//!   `[unknown]`, bounded apart).
 
 mod attach_support;
 
@@ -203,8 +205,9 @@ fn profiled_run(binary: &Path, db_url: &str, unwind: Unwind) -> Run {
     let maps = exec_mappings(pid, binary);
     load_stop.store(true, Ordering::Relaxed);
     let rates = load.join().expect("wrk thread");
-    drop(app);
+    // Symbolize while the app lives: the symbolizer reads its binaries through /proc/PID.
     let profile = profiler::symbolize::symbolize(raw.clone());
+    drop(app);
     let req_per_s = rates.iter().sum::<f64>() / rates.len().max(1) as f64;
     Run { raw, profile, maps, req_per_s }
 }
@@ -309,12 +312,18 @@ fn rust_fp_prologues(label: &str, binary: &Path, hot: &[(Range<u64>, String, u64
     (with, all)
 }
 
-fn self_shares(profile: &Profile) -> (HashMap<String, f64>, Vec<String>, u64) {
+/// Self-time shares (% of the samples whose leaf function is known), the top `TOP` names, the
+/// samples and the share of all samples without a known leaf (`[unknown]`: an empty stack,
+/// as a failed frame-pointer walk in the kernel leaves, or an unresolved address). `[unknown]`
+/// is not a function: it is reported and bounded apart, not compared.
+fn self_shares(profile: &Profile) -> (HashMap<String, f64>, Vec<String>, u64, f64) {
     let samples: u64 = profile.on_cpu.iter().map(|c| c.count).sum();
     let top = profiler::render::summary::self_samples(profile);
-    let order: Vec<String> = top.iter().take(TOP).map(|(n, _)| n.clone()).collect();
-    let shares = top.into_iter().map(|(n, c)| (n, 100.0 * c as f64 / samples.max(1) as f64)).collect();
-    (shares, order, samples)
+    let unknown: u64 = top.iter().filter(|(n, _)| n == "[unknown]").map(|(_, c)| c).sum();
+    let known = samples - unknown;
+    let order: Vec<String> = top.iter().filter(|(n, _)| n != "[unknown]").take(TOP).map(|(n, _)| n.clone()).collect();
+    let shares = top.into_iter().map(|(n, c)| (n, 100.0 * c as f64 / known.max(1) as f64)).collect();
+    (shares, order, samples, 100.0 * unknown as f64 / samples.max(1) as f64)
 }
 
 #[test]
@@ -343,7 +352,7 @@ fn nofp_target_app_with_dwarf_matches_fp_build_with_fp() {
 
     // DWARF unwinding on the no-frame-pointer build: complete stacks.
     let report = nofp.raw.meta.unwind.clone().expect("the stack-copy path reports its unwinding");
-    let (nofp_shares, nofp_top, nofp_samples) = self_shares(&nofp.profile);
+    let (nofp_shares, nofp_top, nofp_samples, nofp_unknown) = self_shares(&nofp.profile);
     let complete = 100.0 * report.complete as f64 / report.samples.max(1) as f64;
     let not_truncated = 100.0 * (nofp_samples - nofp.profile.lost.truncated_stacks) as f64 / nofp_samples.max(1) as f64;
     eprintln!(
@@ -364,17 +373,27 @@ fn nofp_target_app_with_dwarf_matches_fp_build_with_fp() {
     assert!(not_truncated >= 90.0, "only {not_truncated:.1}% of the stacks reach the thread start");
 
     // Frame pointers on the frame-pointer build: the reference shares.
-    let (fp_shares, fp_top, fp_samples) = self_shares(&fp.profile);
+    let (fp_shares, fp_top, fp_samples, fp_unknown) = self_shares(&fp.profile);
     eprintln!("fp + fp: {fp_samples} samples in {:.1} s, {:.0} req/s, truncated {}", fp.raw.meta.duration_ns as f64 / 1e9, fp.req_per_s, fp.profile.lost.truncated_stacks);
     assert!(fp_samples >= MIN_SAMPLES, "only {fp_samples} samples in {} s: the machine is too busy for a 2-point comparison", fp.raw.meta.duration_ns / 1_000_000_000);
 
+    // Every user frame was symbolized: a dead process would give `[unknown]` frames and
+    // lump all user functions into one.
+    for (label, p) in [("nofp", &nofp.profile), ("fp", &fp.profile)] {
+        let unknown = p.frames.iter().filter(|f| f.kind == profiler::profile::FrameKind::User && f.function == "[unknown]").count();
+        let user = p.frames.iter().filter(|f| f.kind == profiler::profile::FrameKind::User).count();
+        assert!(unknown * 100 <= user, "{label}: {unknown} of {user} user frames unresolved");
+    }
+    eprintln!("samples without a known leaf function: nofp/dwarf {nofp_unknown:.2}%, fp/fp {fp_unknown:.2}%");
+    assert!(nofp_unknown <= 1.0, "{nofp_unknown:.2}% of the DWARF samples have no known leaf");
+    assert!(fp_unknown <= 10.0, "{fp_unknown:.2}% of the frame-pointer samples have no known leaf");
     let names: BTreeSet<&String> = nofp_top.iter().chain(fp_top.iter()).collect();
     let mut rows: Vec<(f64, f64, &String)> = names
         .into_iter()
         .map(|n| (fp_shares.get(n).copied().unwrap_or(0.0), nofp_shares.get(n).copied().unwrap_or(0.0), n))
         .collect();
     rows.sort_by(|a, b| b.0.total_cmp(&a.0));
-    eprintln!("self time (% of samples)   fp build/fp   nofp build/dwarf   diff   function");
+    eprintln!("self time (% of known)     fp build/fp   nofp build/dwarf   diff   function");
     let mut worst = (0.0f64, String::new());
     for (a, b, n) in &rows {
         eprintln!("                           {a:>10.2}   {b:>15.2}   {:>+5.2}   {n}", b - a);
