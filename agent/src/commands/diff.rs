@@ -29,8 +29,9 @@ pub struct Args {
     pub base: PathBuf,
     /// The head run (same kinds as BASE).
     pub head: PathBuf,
-    /// Write diff.md, diff.json and diff.svg (one diff-<test>.svg per test for a bench with
-    /// several tests) into this folder.
+    /// Write diff.md, diff.json, diff.svg (HEAD's widths) and diff-base.svg (BASE's widths)
+    /// into this folder; a bench with several tests gets diff-<test>.svg and
+    /// diff-base-<test>.svg per test.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Print diff.md or diff.json to stdout. Default: md when there is no --out.
@@ -98,14 +99,16 @@ pub fn run(args: Args) -> Result<u8> {
                 (compare::Normalization::PerRequest, (Some(rb), Some(rh))) => (rh as f64 / rb as f64, "per request"),
                 _ => (t.samples.1 as f64 / t.samples.0.max(1) as f64, "per sample"),
             };
-            let name = if several { format!("diff-{}.svg", t.name) } else { "diff.svg".into() };
-            let path = out.join(name);
-            let title = if t.name.is_empty() { "Differential flamegraph".to_string() } else { format!("Differential flamegraph: {}", t.name) };
-            let subtitle = format!("widths: HEAD samples; red: more in HEAD, blue: less (BASE scaled {per}, x{scale:.3})");
-            let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-            let mut w = std::io::BufWriter::new(file);
-            diff::write_svg(b, h, scale, &title, &subtitle, &mut w).with_context(|| format!("writing {}", path.display()))?;
-            std::io::Write::flush(&mut w).with_context(|| format!("writing {}", path.display()))?;
+            for (widths, stem, whose) in [(diff::Widths::Head, "diff", "HEAD"), (diff::Widths::Base, "diff-base", "BASE")] {
+                let name = if several { format!("{stem}-{}.svg", t.name) } else { format!("{stem}.svg") };
+                let path = out.join(name);
+                let title = if t.name.is_empty() { "Differential flamegraph".to_string() } else { format!("Differential flamegraph: {}", t.name) };
+                let subtitle = format!("widths: {whose} samples; red: more in HEAD, blue: less (BASE scaled {per}, x{scale:.3})");
+                let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+                let mut w = std::io::BufWriter::new(file);
+                diff::write_svg(b, h, scale, widths, &title, &subtitle, &mut w).with_context(|| format!("writing {}", path.display()))?;
+                std::io::Write::flush(&mut w).with_context(|| format!("writing {}", path.display()))?;
+            }
         }
     }
     let format = args.format.or(if args.out.is_none() { Some(Format::Md) } else { None });

@@ -56,8 +56,10 @@ pub const IDLE_SYSCALLS: &[&str] =
 
 /// Relative change (0..1) of a profile figure that one profiled run per side cannot tell from
 /// noise: 0.25. Measured on this machine (2 CPUs shared with other work, 2026-11-30): between
-/// two `profiler bench --only deals-create` runs of the same code, layers with 30 or more
-/// samples moved by up to 19% per request (kernel net 79 -> 93 µs), beyond their Poisson error.
+/// two `profiler bench --only deals-create` runs of the same code, layers with 40 or more
+/// samples moved by 30-70% per request (hyper 46 -> 70 samples, kernel sched 73 -> 126 at
+/// 4,999 Hz); with this floor on top of [`NOISE_Z`] standard errors, none of four such pairs
+/// had a layer, cost or function beyond noise.
 pub const NOISE_FLOOR: f64 = 0.25;
 
 /// Per-request counts (syscalls, round trips, waits) that change by less than this are not
@@ -103,10 +105,13 @@ pub enum Section {
     LockWaits,
     /// Pipeline layers (self sampled CPU).
     Layers,
-    /// User-space functions (sampled CPU with the function on the stack). Kernel frames are
-    /// left out: interrupt and scheduler entry frames move with the machine, not the code
-    /// (kernel time is in the layers and syscalls).
+    /// User-space functions, total: sampled CPU with the function anywhere on the stack.
+    /// Kernel frames are left out: interrupt and scheduler entry frames move with the machine,
+    /// not the code (kernel time is in the layers and syscalls).
     Frames,
+    /// User-space functions, self: sampled CPU whose innermost user frame is the function (the
+    /// kernel work it called included).
+    SelfFrames,
 }
 
 /// Whether a row's change is beyond noise.
@@ -358,6 +363,7 @@ struct Figures {
     spawn_samples: u64,
     lock_waits: (u64, u64),
     frames: BTreeMap<String, u64>,
+    self_frames: BTreeMap<String, u64>,
 }
 
 fn spawn_regex() -> Regex {
@@ -407,6 +413,7 @@ fn figures(profile: &Profile, requests: Option<u64>, norm: Normalization, rules:
         }
     }
     let mut frames: BTreeMap<String, u64> = BTreeMap::new();
+    let mut self_frames: BTreeMap<String, u64> = BTreeMap::new();
     let mut spawn_samples = 0;
     for (stack, &n) in profile.stacks.iter().zip(&stack_samples) {
         if n == 0 {
@@ -422,6 +429,10 @@ fn figures(profile: &Profile, requests: Option<u64>, norm: Normalization, rules:
         for name in seen {
             *frames.entry(name.to_string()).or_insert(0) += n;
         }
+        let leaf = stack.frames.iter().rev().find(|&&f| profile.frames.get(f as usize).is_some_and(|fr| fr.kind == FrameKind::User));
+        if let Some(name) = leaf.and_then(|&f| names.get(f as usize)) {
+            *self_frames.entry(name.clone()).or_insert(0) += n;
+        }
         if stack.frames.iter().any(|&f| paths.get(f as usize).is_some_and(|p| spawn.is_match(p))) {
             spawn_samples += n;
         }
@@ -434,7 +445,7 @@ fn figures(profile: &Profile, requests: Option<u64>, norm: Normalization, rules:
             lock_waits.1 += c.total_ns;
         }
     }
-    Figures { samples, k, per_req, costs, layers, syscalls, round_trips, spawn_samples, lock_waits, frames }
+    Figures { samples, k, per_req, costs, layers, syscalls, round_trips, spawn_samples, lock_waits, frames, self_frames }
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -501,7 +512,7 @@ impl Scaler {
         let (b, h) = (nb as f64 * kb, nh as f64 * kh);
         let se = (nb as f64 * kb * kb + nh as f64 * kh * kh).sqrt();
         let absolute = if unit.ends_with("/req") && unit != "µs/req" { COUNT_FLOOR_PER_REQUEST } else { 0.0 };
-        let z = if section == Section::Frames { NOISE_Z_FRAMES } else { NOISE_Z };
+        let z = if matches!(section, Section::Frames | Section::SelfFrames) { NOISE_Z_FRAMES } else { NOISE_Z };
         let idle = section == Section::Syscalls && IDLE_SYSCALLS.contains(&name);
         let noise = self.floor.map(|f| {
             let relative = if idle { f.max(IDLE_SYSCALL_FLOOR) } else { f };
@@ -529,9 +540,9 @@ fn compare_test(b: &TestSide, h: &TestSide, opts: &Options<'_>) -> TestDiff {
         let p50 = run_row("latency p50", "ms", &runs(b, |r| Some(r.p50_us / 1e3)), &runs(h, |r| Some(r.p50_us / 1e3)), false, drift);
         let p99 = run_row("latency p99", "ms", &runs(b, |r| Some(r.p99_us / 1e3)), &runs(h, |r| Some(r.p99_us / 1e3)), false, drift);
         if req.is_worse() && req.delta_pct.is_some_and(|p| -p > pct) {
-            regressions.push(format!("req/s {:.0} -> {:.0} ({:+.1}%, beyond the noise of {:.0} req/s and the {pct}% threshold)", req.base, req.head, req.delta_pct.unwrap_or(0.0), req.noise.unwrap_or(0.0)));
+            regressions.push(format!("req/s {:.0} → {:.0} ({:+.1}%, beyond the noise of {:.0} req/s and the {pct}% threshold)", req.base, req.head, req.delta_pct.unwrap_or(0.0), req.noise.unwrap_or(0.0)));
         } else if req.significance == Significance::Unknown && req.delta_pct.is_some_and(|p| -p > pct) {
-            regressions.push(format!("req/s {:.0} -> {:.0} ({:+.1}%, beyond the {pct}% threshold; one run per side, noise unknown)", req.base, req.head, req.delta_pct.unwrap_or(0.0)));
+            regressions.push(format!("req/s {:.0} → {:.0} ({:+.1}%, beyond the {pct}% threshold; one run per side, noise unknown)", req.base, req.head, req.delta_pct.unwrap_or(0.0)));
         }
         rows.extend([req, p50, p99]);
         let (cb, ch) = (runs(b, |r| r.cpu_us_per_request), runs(h, |r| r.cpu_us_per_request));
@@ -539,7 +550,7 @@ fn compare_test(b: &TestSide, h: &TestSide, opts: &Options<'_>) -> TestDiff {
             let mut cpu = run_row("app CPU per request (accounted, /proc)", "µs/req", &cb, &ch, false, drift);
             cpu.section = Section::Cpu;
             if cpu.delta_pct.is_some_and(|p| p > pct) && (cpu.is_worse() || cpu.significance == Significance::Unknown) {
-                regressions.push(format!("app CPU per request {:.1} -> {:.1} µs ({:+.1}%, {})", cpu.base, cpu.head, cpu.delta_pct.unwrap_or(0.0), noise_words(&cpu)));
+                regressions.push(format!("app CPU per request {:.1} → {:.1} µs ({:+.1}%, {})", cpu.base, cpu.head, cpu.delta_pct.unwrap_or(0.0), noise_words(&cpu)));
             }
             cpu_gate_done = true;
             rows.push(cpu);
@@ -585,7 +596,7 @@ fn compare_test(b: &TestSide, h: &TestSide, opts: &Options<'_>) -> TestDiff {
         let (x, y) = sampled(fb.samples, fh.samples);
         let mut cpu = sc.row(Section::Cpu, "sampled CPU per request (profile)", cpu_unit, x, y);
         if !cpu_gate_done && cpu.delta_pct.is_some_and(|p| p > pct) && (cpu.is_worse() || cpu.significance == Significance::Unknown) {
-            regressions.push(format!("sampled CPU per request {:.1} -> {:.1} µs ({:+.1}%, {})", cpu.base, cpu.head, cpu.delta_pct.unwrap_or(0.0), noise_words(&cpu)));
+            regressions.push(format!("sampled CPU per request {:.1} → {:.1} µs ({:+.1}%, {})", cpu.base, cpu.head, cpu.delta_pct.unwrap_or(0.0), noise_words(&cpu)));
         }
         cpu.higher_is_better = false;
         rows.push(cpu);
@@ -622,6 +633,7 @@ fn compare_test(b: &TestSide, h: &TestSide, opts: &Options<'_>) -> TestDiff {
     }
     rows.extend(section(Section::Layers, cpu_unit, &fb.layers, &fh.layers, fb.k, fh.k, 1));
     rows.extend(section(Section::Frames, cpu_unit, &fb.frames, &fh.frames, fb.k, fh.k, MIN_FRAME_SAMPLES));
+    rows.extend(section(Section::SelfFrames, cpu_unit, &fb.self_frames, &fh.self_frames, fb.k, fh.k, MIN_FRAME_SAMPLES));
     finish(b, h, rows, notes, regressions, norm, (fb.samples, fh.samples))
 }
 

@@ -4,11 +4,11 @@
 //!
 //! | input | how it is recognized | what a side gets |
 //! |---|---|---|
-//! | bench output folder | a folder with `results.json` (or that file itself) | one [`TestSide`] per test: its measured runs from `results.json`, its profile from `<test>/profile.json`, requests = wrk's count of the profiled run |
-//! | attach output folder | a folder with `profile.json` (a bench test's folder too) | one unnamed test; requests from its `ranking.json` (`requests`) or the profile's wire capture |
+//! | bench output folder | a folder with `results.json` (or that file itself) | one [`TestSide`] per test: its measured runs from `results.json`, its profile from `<test>/profile.json` (or `profile.json.gz`), requests = wrk's count of the profiled run |
+//! | attach output folder | a folder with `profile.json` or `profile.json.gz` (a bench test's folder too) | one unnamed test; requests from its `ranking.json` (`requests`) or the profile's wire capture |
 //! | `profile.json` | JSON with `"format": "profiler-profile"` (gzip-compressed too) | as an attach folder |
 //! | pprof | gzip-compressed or plain `perftools.profiles.Profile` protobuf (google/pprof `proto/profile.proto`, decoded with the `pprof` crate's prost types) | on-CPU stacks; sample value `samples` (else the default sample type, else the first); frequency from a `cpu/nanoseconds` period |
-//! | `perf script` text | inferno's perf collapser says it applies (an event line followed by a stack line) | stacks folded by `inferno::collapse::perf` (comm first) |
+//! | `perf script` text | inferno's perf collapser says it applies (an event line followed by a stack line) | stacks folded by `inferno::collapse::perf` (comm first), one sample per event (the period column is dropped: inferno would weigh by it) |
 //! | folded stacks | every non-empty line is `frame;frame;... COUNT` | stacks as written (first element included as a frame) |
 //!
 //! Every input becomes a [`Profile`], so one code path ranks and compares them. Frames named
@@ -168,12 +168,12 @@ pub fn load(path: &Path) -> Result<Side, ImportError> {
         if path.join("results.json").is_file() {
             return load_bench(path);
         }
-        if path.join("profile.json").is_file() {
+        if profile_in(path).is_file() {
             return load_attach(path);
         }
         return Err(ImportError::WrongKind {
             path: path.to_path_buf(),
-            what: "a folder with neither results.json (bench output) nor profile.json (attach output)".into(),
+            what: "a folder with neither results.json (bench output) nor profile.json or profile.json.gz (attach output)".into(),
         });
     }
     let bytes = read_bounded(path)?;
@@ -256,8 +256,21 @@ fn text_profile(text: &str, path: &Path) -> Result<(InputKind, Profile), ImportE
     use inferno::collapse::Collapse;
     let mut options = inferno::collapse::perf::Options::default();
     options.nthreads = 1;
+    // `_[k]` on kernel frames, the folded-stack convention this reader turns into kernel frames.
+    options.annotate_kernel = true;
     let mut perf = inferno::collapse::perf::Folder::from(options);
     if perf.is_applicable(text) == Some(true) {
+        // inferno weighs each event by its period column (ns for cpu-clock); without it each
+        // event counts 1, so that the weights are samples as in every other input.
+        let period = regex::Regex::new(r"^(\S.*?\d+\.\d+:)\s+\d+\s+(\S+:)").expect("static regex");
+        let text: String = text
+            .lines()
+            .map(|l| if l.starts_with('\t') { std::borrow::Cow::Borrowed(l) } else { period.replace(l, "$1 $2") })
+            .fold(String::with_capacity(text.len()), |mut acc, l| {
+                acc.push_str(&l);
+                acc.push('\n');
+                acc
+            });
         let mut folded = Vec::new();
         perf.collapse(text.as_bytes(), &mut folded).map_err(|e| ImportError::Invalid {
             path: path.to_path_buf(),
@@ -441,7 +454,20 @@ fn executables(profile: &Profile) -> Vec<String> {
     v
 }
 
+/// Checks that the profile has on-CPU samples and that every index in it points somewhere
+/// (a hand-edited or corrupted `profile.json` may hold any number).
 fn check_samples(profile: &Profile, path: &Path) -> Result<(), ImportError> {
+    let invalid = |detail: String| ImportError::Invalid { path: path.to_path_buf(), file: "profile", detail };
+    for (i, stack) in profile.stacks.iter().enumerate() {
+        if let Some(&f) = stack.frames.iter().find(|&&f| f as usize >= profile.frames.len()) {
+            return Err(invalid(format!("stack {i} refers to frame {f} of {}", profile.frames.len())));
+        }
+    }
+    for c in profile.on_cpu.iter().chain(&profile.off_cpu) {
+        if c.stack as usize >= profile.stacks.len() {
+            return Err(invalid(format!("a sample refers to stack {} of {}", c.stack, profile.stacks.len())));
+        }
+    }
     if profile.on_cpu.iter().all(|c| c.count == 0) {
         return Err(ImportError::Empty { path: path.to_path_buf() });
     }
@@ -493,8 +519,19 @@ fn ranking_requests(dir: &Path) -> Result<Option<u64>, ImportError> {
     Ok(v.get("requests").and_then(|r| r.as_u64()).filter(|&r| r > 0))
 }
 
+/// `DIR/profile.json`, or `DIR/profile.json.gz` when only that exists (an archived run).
+fn profile_in(dir: &Path) -> PathBuf {
+    let plain = dir.join("profile.json");
+    let gz = dir.join("profile.json.gz");
+    if !plain.exists() && gz.is_file() {
+        gz
+    } else {
+        plain
+    }
+}
+
 fn load_attach(dir: &Path) -> Result<Side, ImportError> {
-    let path = dir.join("profile.json");
+    let path = profile_in(dir);
     let bytes = read_bounded(&path)?;
     let profile = json_profile(&bytes, &path)?;
     let requests = ranking_requests(dir)?;
@@ -539,7 +576,7 @@ fn load_bench(dir: &Path) -> Result<Side, ImportError> {
             .collect();
         let (profile, requests) = match &t.profiled {
             Some(p) => {
-                let ppath = dir.join(&p.dir).join("profile.json");
+                let ppath = profile_in(&dir.join(&p.dir));
                 let bytes = read_bounded(&ppath)?;
                 let profile = json_profile(&bytes, &ppath)?;
                 check_samples(&profile, &ppath)?;

@@ -81,7 +81,11 @@ fn table(s: &mut String, first: &str, rows: &[&Row], unit_in_header: Option<&str
     let _ = writeln!(s, "| {first} | BASE{unit} | HEAD{unit} | change | noise | |");
     let _ = writeln!(s, "|---|---:|---:|---:|---:|---|");
     for r in rows.iter().take(MAX_ROWS) {
-        let name = if unit_in_header.is_some() { code(&r.name) } else { format!("{} ({})", r.name, r.unit) };
+        let name = match unit_in_header {
+            Some(_) => code(&r.name),
+            None if r.name == r.unit => r.name.clone(),
+            None => format!("{} ({})", r.name, r.unit),
+        };
         let _ = writeln!(s, "| {name} | {} | {} | {} | {} | {} |", num(r.base), num(r.head), change(r), noise(r), significance(r));
     }
     if rows.len() > MAX_ROWS {
@@ -106,7 +110,12 @@ fn test_title(t: &TestDiff, diff: &Diff) -> String {
 /// Renders `diff.md`.
 pub fn render(diff: &Diff) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "## profiler diff: {}\n", diff.verdict.headline());
+    let gate = match (diff.verdict, diff.failed) {
+        (super::compare::Verdict::Regression, false) => format!(" (beyond noise, within the {}% threshold)", diff.fail_on_regression_pct),
+        (super::compare::Verdict::Regression, true) => format!(" beyond the {}% threshold", diff.fail_on_regression_pct),
+        _ => String::new(),
+    };
+    let _ = writeln!(s, "## profiler diff: {}{gate}\n", diff.verdict.headline());
     let failing: Vec<(&TestDiff, &String)> = diff.tests.iter().flat_map(|t| t.regressions.iter().map(move |r| (t, r))).collect();
     if failing.is_empty() {
         let _ = writeln!(s, "No test regressed by more than {}% of req/s or CPU per request.\n", diff.fail_on_regression_pct);
@@ -175,7 +184,8 @@ fn section_word(s: Section) -> &'static str {
         Section::Spawns => "spawns",
         Section::LockWaits => "lock waits",
         Section::Layers => "layer",
-        Section::Frames => "frame",
+        Section::Frames => "frame (total)",
+        Section::SelfFrames => "frame (self)",
     }
 }
 
@@ -184,9 +194,8 @@ fn test_section(s: &mut String, t: &TestDiff, diff: &Diff) {
     let reqs = |r: Option<u64>| r.map_or("?".into(), |r| r.to_string());
     let _ = writeln!(
         s,
-        "{} measured runs BASE / {} HEAD; profile: {} / {} on-CPU samples, {} / {} requests; {}.\n",
-        t.runs.0,
-        t.runs.1,
+        "{}; profile: {} / {} on-CPU samples, {} / {} requests; {}.\n",
+        if t.runs == (0, 0) { "no measured runs".to_string() } else { format!("{} measured runs BASE / {} HEAD", t.runs.0, t.runs.1) },
         t.samples.0,
         t.samples.1,
         reqs(t.requests.0),
@@ -216,6 +225,8 @@ fn test_section(s: &mut String, t: &TestDiff, diff: &Diff) {
             let _ = writeln!(s, "- and {} more in `diff.json`", t.top.len() - MAX_ROWS);
         }
         let _ = writeln!(s);
+    } else if t.rows.iter().any(|r| !matches!(r.section, Section::Load | Section::Cpu) && r.significance == Significance::Unknown) {
+        let _ = writeln!(s, "Profile figures: significance unknown (measured runs on both sides are needed for a noise estimate).\n");
     } else if t.samples.0 > 0 {
         let _ = writeln!(s, "No profile figure changed beyond noise.\n");
     }
@@ -239,10 +250,10 @@ fn test_section(s: &mut String, t: &TestDiff, diff: &Diff) {
         let _ = writeln!(s, "#### {title}\n");
         table(s, first, &rows, unit);
     }
-    let mut grew: Vec<&Row> = of(Section::Frames).filter(|r| r.delta > 0.0).collect();
+    let mut grew: Vec<&Row> = of(Section::SelfFrames).filter(|r| r.delta > 0.0).collect();
     grew.sort_by(|a, b| a.significance.cmp(&b.significance).then(b.delta.total_cmp(&a.delta)).then(a.name.cmp(&b.name)));
     if !grew.is_empty() {
-        let _ = writeln!(s, "#### Top frames that grew (CPU with the function on the stack)\n");
+        let _ = writeln!(s, "#### Top frames that grew (self CPU: in the function and the kernel work it called; totals in `diff.json`)\n");
         table(s, "function", &grew, Some(cpu_unit));
     }
 }

@@ -27,17 +27,35 @@ fn folded_lines(profile: &Profile) -> Vec<(String, u64)> {
     folded::fold(profile, &profile.on_cpu, &options)
 }
 
+/// Whose samples give a differential flamegraph its frame widths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Widths {
+    /// HEAD's (`diff.svg`): what HEAD spends, coloured by the change; code HEAD no longer runs
+    /// has no width.
+    Head,
+    /// BASE's (`diff-base.svg`, Brendan Gregg's "negated" graph): shows what shrank or went away.
+    Base,
+}
+
 /// Draws the differential flamegraph of BASE → HEAD into `out` with inferno
 /// (`inferno::differential` pairs the folded stacks, `inferno::flamegraph` draws them).
 ///
-/// Frame widths are HEAD's samples; colours are the change: red where HEAD has more, blue where
-/// it has less. BASE's counts are first scaled by `base_scale` so that the two compare:
-/// `head requests / base requests` per request, `head samples / base samples` per sample
-/// (rounded to whole samples).
+/// Frame widths are HEAD's or BASE's samples ([`Widths`]); colours are always the change from
+/// BASE to HEAD: red where HEAD has more, blue where it has less. BASE's counts are first
+/// scaled by `base_scale` so that the two compare: `head requests / base requests` per
+/// request, `head samples / base samples` per sample (rounded to whole samples).
 ///
 /// # Errors
 /// Whatever `out` returns, or inferno's error.
-pub fn write_svg(base: &Profile, head: &Profile, base_scale: f64, title: &str, subtitle: &str, mut out: impl Write) -> std::io::Result<()> {
+pub fn write_svg(
+    base: &Profile,
+    head: &Profile,
+    base_scale: f64,
+    widths: Widths,
+    title: &str,
+    subtitle: &str,
+    mut out: impl Write,
+) -> std::io::Result<()> {
     let mut before = Vec::new();
     for (stack, n) in folded_lines(base) {
         let scaled = (n as f64 * base_scale).round() as u64;
@@ -50,7 +68,13 @@ pub fn write_svg(base: &Profile, head: &Profile, base_scale: f64, title: &str, s
         writeln!(after, "{stack} {n}")?;
     }
     let mut paired = Vec::new();
-    inferno::differential::from_readers(inferno::differential::Options::default(), &before[..], &after[..], &mut paired)?;
+    let options = inferno::differential::Options::default();
+    match widths {
+        Widths::Head => inferno::differential::from_readers(options, &before[..], &after[..], &mut paired)?,
+        // inferno draws the second count's widths: put BASE second and negate the colours so
+        // that red still means "more in HEAD".
+        Widths::Base => inferno::differential::from_readers(options, &after[..], &before[..], &mut paired)?,
+    }
     let paired = String::from_utf8_lossy(&paired);
     let lines: Vec<&str> = paired.lines().filter(|l| !l.is_empty()).collect();
     if lines.is_empty() {
@@ -62,5 +86,6 @@ pub fn write_svg(base: &Profile, head: &Profile, base_scale: f64, title: &str, s
     options.deterministic = true;
     options.name_type = "Function:".to_string();
     options.count_name = "samples".to_string();
+    options.negate_differentials = widths == Widths::Base;
     inferno::flamegraph::from_lines(&mut options, lines.iter().copied(), &mut out)
 }

@@ -1,0 +1,146 @@
+//! `profiler diff` on bad input: one clear line on stderr, exit status 2, no panic; and the
+//! importers agree with each other (the same profile as folded stacks and as pprof is
+//! "identical"), and with `perf` itself on real `perf script` output.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn data() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/diff")
+}
+
+fn run(args: &[&Path], extra: &[&str]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_profiler")).arg("diff").args(args).args(extra).output().unwrap();
+    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// Asserts exit 2 and one `profiler: error:` line containing `what`.
+fn refused(args: &[&Path], what: &str) {
+    let (code, _, stderr) = run(args, &[]);
+    assert_eq!(code, 2, "stderr: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "not one line: {stderr}");
+    assert!(stderr.starts_with("profiler: error: ") && stderr.contains(what), "expected `{what}` in: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+fn base_profile() -> serde_json::Value {
+    let bytes = std::fs::read(data().join("base/deals-create/profile.json.gz")).unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn bad_inputs_give_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = data().join("base");
+    let base_file = data().join("base/deals-create/profile.json.gz");
+
+    let text = d.join("notes.txt");
+    std::fs::write(&text, "hello world\nthis is not a profile\n").unwrap();
+    refused(&[&base_file, &text], "HEAD: ");
+    refused(&[&base_file, &text], "not profile.json, pprof, perf script or folded stacks");
+
+    let other_json = d.join("package.json");
+    std::fs::write(&other_json, r#"{"name": "x", "version": "1.0.0"}"#).unwrap();
+    refused(&[&other_json, &base_file], "not a profiler profile.json");
+
+    let mut future = base_profile();
+    future["schema_version"] = 99.into();
+    let future_path = d.join("future.json");
+    std::fs::write(&future_path, future.to_string()).unwrap();
+    refused(&[&base_file, &future_path], "schema version 99 is newer");
+
+    let mut empty = base_profile();
+    empty["on_cpu"] = serde_json::json!([]);
+    let empty_path = d.join("empty.json");
+    std::fs::write(&empty_path, empty.to_string()).unwrap();
+    refused(&[&empty_path, &base_file], "empty profile");
+
+    let truncated = d.join("truncated.json.gz");
+    let gz = std::fs::read(&base_file).unwrap();
+    std::fs::write(&truncated, &gz[..gz.len() / 2]).unwrap();
+    refused(&[&base_file, &truncated], "invalid gzip file");
+
+    let mut other_target = base_profile();
+    for p in other_target["processes"].as_array_mut().unwrap() {
+        p["exe"] = "/usr/bin/nginx".into();
+    }
+    let other_path = d.join("nginx.json");
+    std::fs::write(&other_path, other_target.to_string()).unwrap();
+    refused(&[&base_file, &other_path], "different targets");
+
+    refused(&[&base, &base_file], "compare a bench output with a bench output");
+
+    // A bench output of another test: results.json says `db`.
+    let other_bench = d.join("db-bench");
+    std::fs::create_dir_all(other_bench.join("deals-create")).unwrap();
+    let results = std::fs::read_to_string(data().join("head/results.json")).unwrap().replace("\"deals-create\"", "\"db\"").replace("\"dir\": \"db\"", "\"dir\": \"deals-create\"");
+    std::fs::write(other_bench.join("results.json"), results).unwrap();
+    std::fs::copy(data().join("head/deals-create/profile.json.gz"), other_bench.join("deals-create/profile.json.gz")).unwrap();
+    refused(&[&base, &other_bench], "different tests");
+
+    let mut future_results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(data().join("head/results.json")).unwrap()).unwrap();
+    future_results["schema_version"] = 7.into();
+    let future_bench = d.join("future-bench");
+    std::fs::create_dir_all(&future_bench).unwrap();
+    std::fs::write(future_bench.join("results.json"), future_results.to_string()).unwrap();
+    refused(&[&base, &future_bench], "results.json schema version 7 is newer");
+
+    refused(&[&base, &d.join("missing")], "HEAD: ");
+    refused(&[d, &base], "neither results.json");
+}
+
+/// Folded stacks keep names only; pprof also keeps source files, with which the rules qualify
+/// inlined frames (their DWARF names are unqualified), so layers and costs may differ between
+/// the two. The stacks themselves must agree: every function row is unchanged.
+#[test]
+fn folded_and_pprof_of_one_profile_have_the_same_stacks() {
+    let dir = tempfile::tempdir().unwrap();
+    let side = profiler::diff::import::from_bytes(&std::fs::read(data().join("base/deals-create/profile.json.gz")).unwrap(), Path::new("p")).unwrap();
+    let profile = side.tests[0].profile.as_ref().unwrap();
+    // Folded without thread names (pprof keeps threads as labels, not frames).
+    let options = profiler::profile::folded::Options { include_thread: false, ..Default::default() };
+    let folded = dir.path().join("stacks.folded");
+    std::fs::write(&folded, profiler::profile::folded::to_string(profile, &profile.on_cpu, &options)).unwrap();
+    let pprof = dir.path().join("profile.pb.gz");
+    profiler::profile::pprof::write(profile, profiler::profile::pprof::Kind::OnCpu, std::fs::File::create(&pprof).unwrap()).unwrap();
+    let (code, stdout, stderr) = run(&[&folded, &pprof], &["--format", "json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let d: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let rows = d["tests"][0]["rows"].as_array().unwrap();
+    let frames: Vec<&serde_json::Value> = rows.iter().filter(|r| r["section"] == "frames" || r["section"] == "self_frames").collect();
+    assert!(frames.len() > 50, "only {} function rows", frames.len());
+    for r in frames {
+        assert_eq!(r["significance"], "no_change", "{r}");
+    }
+    assert_eq!(d["tests"][0]["normalization"], "per_sample");
+    let n: u64 = profile.on_cpu.iter().map(|c| c.count).sum();
+    assert_eq!(d["tests"][0]["samples"], serde_json::json!([n, n]));
+}
+
+#[test]
+fn perf_script_samples_match_perf() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_file = dir.path().join("perf.data");
+    let rec = Command::new("perf")
+        .args(["record", "-q", "-e", "cpu-clock", "-F", "499", "-g", "-o"])
+        .arg(&data_file)
+        .args(["--", "sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"])
+        .output()
+        .expect("perf missing: scripts/setup installs linux-perf");
+    assert!(rec.status.success(), "perf record: {}", String::from_utf8_lossy(&rec.stderr));
+    let script = Command::new("perf").args(["script", "-i"]).arg(&data_file).output().unwrap();
+    assert!(script.status.success(), "perf script: {}", String::from_utf8_lossy(&script.stderr));
+    let text = String::from_utf8_lossy(&script.stdout).into_owned();
+    // perf's own count: one event line per sample (stack lines start with a tab).
+    let samples = text.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('\t') && l.contains("cpu-clock")).count() as u64;
+    assert!(samples > 20, "perf recorded only {samples} samples");
+    let side = profiler::diff::import::from_bytes(text.as_bytes(), Path::new("perf.txt")).unwrap();
+    assert_eq!(side.kind, profiler::diff::import::InputKind::PerfScript);
+    let profile = side.tests[0].profile.as_ref().unwrap();
+    assert_eq!(profile.on_cpu.iter().map(|c| c.count).sum::<u64>(), samples);
+    // inferno's collapser puts the command first: every stack starts with `sh`.
+    assert!(profile.stacks.iter().all(|s| profile.frames[s.frames[0] as usize].function == "sh"));
+}

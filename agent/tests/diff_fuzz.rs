@@ -1,0 +1,156 @@
+//! Property test: the importers of `profiler diff` never panic on malformed input (truncated
+//! gzip, random bytes, flipped bytes, JSON of another schema), every error is one line, and
+//! whatever they accept can be compared and rendered. Seeds: the recorded profile of
+//! agent/tests/data/diff/ as gzip, as JSON, as folded stacks and as pprof, and a `perf script`
+//! sample.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use proptest::prelude::*;
+use profiler::diff::{compare, import, markdown};
+
+const PERF_SCRIPT: &str = "\
+target-app 1234 1234 100.000001: 1001001 cpu-clock:
+\t    55d0c0a1b2c3 serde_json::de::from_slice+0x33 (/usr/local/bin/target-app)
+\t    55d0c0a1b000 main+0x10 (/usr/local/bin/target-app)
+\t    7f0000001000 __libc_start_main+0x80 (/usr/lib/x86_64-linux-gnu/libc.so.6)
+
+target-app 1234 1235 100.001002: 1001001 cpu-clock:
+\tffffffff81000000 do_syscall_64+0x1 ([kernel.kallsyms])
+\t    55d0c0a1c000 tokio::runtime::park+0x5 (/usr/local/bin/target-app)
+
+";
+
+struct Seeds {
+    gz: Vec<u8>,
+    json: Vec<u8>,
+    folded: Vec<u8>,
+    pprof: Vec<u8>,
+}
+
+fn seeds() -> &'static Seeds {
+    static S: OnceLock<Seeds> = OnceLock::new();
+    S.get_or_init(|| {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/diff/base/deals-create/profile.json.gz");
+        let gz = std::fs::read(&path).unwrap();
+        let side = import::from_bytes(&gz, &path).unwrap();
+        let profile = side.tests[0].profile.clone().unwrap();
+        let json = profiler::profile::json::to_vec(&profile);
+        let folded = profiler::profile::folded::to_string(&profile, &profile.on_cpu, &Default::default()).into_bytes();
+        let mut pprof = Vec::new();
+        profiler::profile::pprof::write(&profile, profiler::profile::pprof::Kind::OnCpu, &mut pprof).unwrap();
+        Seeds { gz, json, folded, pprof }
+    })
+}
+
+fn seed(i: usize) -> &'static [u8] {
+    let s = seeds();
+    match i % 5 {
+        0 => &s.gz,
+        1 => &s.json,
+        2 => &s.folded,
+        3 => &s.pprof,
+        _ => PERF_SCRIPT.as_bytes(),
+    }
+}
+
+/// Imports `bytes`; on success compares the side with itself and renders it (neither may
+/// panic); on failure checks the message is one line.
+fn exercise(bytes: &[u8]) {
+    match import::from_bytes(bytes, Path::new("fuzz-input")) {
+        Ok(side) => {
+            let rules = profiler::attribute::RuleSet::builtin();
+            let opts = compare::Options { rules: &rules, fail_on_regression_pct: 5.0, noise_floor_pct: 0.0 };
+            let d = compare::compare(&side, &side, &opts).expect("a side compares with itself");
+            assert_eq!(d.verdict, compare::Verdict::Identical);
+            let md = markdown::render(&d);
+            assert!(md.len() < 65_536);
+        }
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(!msg.is_empty() && !msg.contains('\n'), "not one line: {msg:?}");
+        }
+    }
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
+/// JSON values of other schemas: random objects, some carrying the profile marker with wrong
+/// fields or a future schema version.
+fn json_value() -> impl Strategy<Value = serde_json::Value> {
+    let leaf = prop_oneof![
+        Just(serde_json::Value::Null),
+        any::<bool>().prop_map(serde_json::Value::from),
+        any::<i64>().prop_map(serde_json::Value::from),
+        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(serde_json::Value::from),
+        "[a-z_]{0,12}".prop_map(serde_json::Value::from),
+    ];
+    leaf.prop_recursive(3, 32, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(serde_json::Value::from),
+            prop::collection::btree_map(
+                prop_oneof![Just("format".to_string()), Just("schema_version".to_string()), Just("on_cpu".to_string()), Just("tests".to_string()), Just("settings".to_string()), "[a-z_]{1,10}"],
+                inner,
+                0..6
+            )
+            .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_bytes(bytes in prop::collection::vec(any::<u8>(), 0..4096)) {
+        exercise(&bytes);
+        exercise(&gzip(&bytes));
+    }
+
+    #[test]
+    fn truncated_seeds(which in 0usize..5, cut in any::<prop::sample::Index>()) {
+        let s = seed(which);
+        exercise(&s[..cut.index(s.len() + 1)]);
+    }
+
+    #[test]
+    fn flipped_bytes(which in 0usize..5, flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8)) {
+        let mut s = seed(which).to_vec();
+        for (i, b) in flips {
+            let i = i.index(s.len());
+            s[i] ^= b | 1;
+        }
+        exercise(&s);
+    }
+
+    #[test]
+    fn json_of_another_schema(v in json_value(), marker in any::<bool>(), version in any::<u64>()) {
+        let mut v = v;
+        if marker {
+            if let serde_json::Value::Object(m) = &mut v {
+                m.insert("format".into(), "profiler-profile".into());
+                m.insert("schema_version".into(), version.into());
+            }
+        }
+        exercise(&serde_json::to_vec(&v).unwrap());
+    }
+}
+
+#[test]
+fn seeds_import_as_their_kinds() {
+    let p = Path::new("seed");
+    let kinds: Vec<import::InputKind> = (0..5).map(|i| import::from_bytes(seed(i), p).unwrap().kind).collect();
+    use import::InputKind::*;
+    assert_eq!(kinds, [ProfileJson, ProfileJson, Folded, Pprof, PerfScript]);
+    // The perf script sample: 2 samples, `_[k]` on the kernel frame as inferno writes it.
+    let side = import::from_bytes(PERF_SCRIPT.as_bytes(), p).unwrap();
+    let profile = side.tests[0].profile.as_ref().unwrap();
+    assert_eq!(profile.on_cpu.iter().map(|c| c.count).sum::<u64>(), 2);
+    assert!(profile.frames.iter().any(|f| f.function == "do_syscall_64" && f.kind == profiler::profile::FrameKind::Kernel));
+}

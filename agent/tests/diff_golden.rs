@@ -1,0 +1,109 @@
+//! Golden tests of `diff.md` on a recorded pair (agent/tests/data/diff/): two `profiler bench
+//! --only deals-create --runs 3 --duration 3 --warmup 2 --frequency 999` runs of 2026-11-30,
+//! BASE with `--costs all`, HEAD with `--costs all,-double-json-parse` (results.json and the
+//! profiled run's profile.json, gzip-compressed). `BLESS=1` rewrites the goldens.
+//!
+//! Values in the goldens checked by hand against the raw files (python3 over results.json and
+//! profile.json; see the asserts in `golden_figures_match_the_raw_files`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn data() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/diff")
+}
+
+/// Runs `profiler diff` in the data folder; returns (exit code, diff.md, stderr).
+fn diff(args: &[&str]) -> (i32, String, String) {
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_profiler"))
+        .current_dir(data())
+        .arg("diff")
+        .args(args)
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let md = std::fs::read_to_string(out.path().join("diff.md")).unwrap_or_default();
+    for svg in ["diff.svg", "diff-base.svg"] {
+        let text = std::fs::read_to_string(out.path().join(svg)).unwrap_or_else(|e| panic!("{svg}: {e}"));
+        assert!(text.contains("<svg") && text.trim_end().ends_with("</svg>"), "{svg} is not a whole SVG");
+    }
+    (o.status.code().unwrap_or(-1), md, String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+fn check_golden(name: &str, md: &str) {
+    let path = data().join(name);
+    if std::env::var_os("BLESS").is_some() {
+        std::fs::write(&path, md).unwrap();
+    }
+    let golden = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e} (BLESS=1 writes it)", path.display()));
+    assert!(golden == md, "{} differs from the output (BLESS=1 rewrites it):\n{md}", path.display());
+}
+
+/// GitHub-comment safety: under the size limit, no raw HTML outside code spans, and every
+/// table row has as many cells as its header.
+fn check_github_safe(md: &str) {
+    assert!(md.chars().count() < 65_536, "diff.md has {} characters", md.chars().count());
+    let mut in_table: Option<usize> = None;
+    for line in md.lines() {
+        let outside: String = line.split('`').step_by(2).collect();
+        assert!(!outside.contains('<') && !outside.contains('>'), "raw HTML-like text outside code spans: {line}");
+        if line.starts_with('|') {
+            let cells = line.replace("\\|", "").matches('|').count();
+            match in_table {
+                None => in_table = Some(cells),
+                Some(n) => assert_eq!(cells, n, "table row with another cell count: {line}"),
+            }
+        } else {
+            in_table = None;
+        }
+    }
+}
+
+#[test]
+fn bench_pair_golden() {
+    let (code, md, stderr) = diff(&["base", "head"]);
+    assert_eq!(code, 0, "{stderr}");
+    check_github_safe(&md);
+    check_golden("bench.diff.md", &md);
+}
+
+#[test]
+fn profile_pair_golden() {
+    // The same two profiles as single files: no measured runs, so no noise estimate.
+    let (code, md, stderr) = diff(&["base/deals-create/profile.json.gz", "head/deals-create/profile.json.gz"]);
+    // Sampled CPU per request +7.6% with unknown noise is beyond the default 5% threshold.
+    assert_eq!(code, 1, "{stderr}");
+    check_github_safe(&md);
+    check_golden("profiles.diff.md", &md);
+    let (code, _, stderr) = diff(&["base/deals-create/profile.json.gz", "head/deals-create/profile.json.gz", "--fail-on-regression", "10"]);
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
+fn golden_figures_match_the_raw_files() {
+    // Figures of bench.diff.md recomputed by hand from the raw files (python3, 2026-11-30):
+    // - req/s medians: BASE runs 1796.1, 1844.5, 1787.1 -> 1796; HEAD 1742.5, 1723.3, 1675.5
+    //   -> 1723; noise = (1844.5-1787.1) + (1742.5-1675.5) = 124.4;
+    // - sampled CPU per request: 717 samples x 1e6/999 µs / 3670 requests = 195.6 µs; HEAD
+    //   686 x 1e6/999 / 3262 = 210.5 µs;
+    // - double-json-parse: 8 samples x 1e6/999 / 3670 = 2.18 µs/req, 0 in HEAD;
+    // - getrandom calls: 3732 / 3670 = 1.017 per request (wrk's count of the profiled run).
+    let md = std::fs::read_to_string(data().join("bench.diff.md")).unwrap();
+    for expected in [
+        "| req/s | 1796 | 1723 | -72.9 (-4.1%) | ±124 |",
+        "| sampled CPU per request (profile) (µs/req) | 196 | 211 |",
+        "| `double-json-parse` | 2.18 | 0 | -2.18 (-100.0%) |",
+        "| `getrandom` | 1.02 | 1.02 |",
+    ] {
+        assert!(md.contains(expected), "bench.diff.md lacks `{expected}`");
+    }
+}
+
+#[test]
+fn identical_sides_say_no_change() {
+    let (code, md, stderr) = diff(&["base", "base"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(md.starts_with("## profiler diff: no change (identical)\n"), "{md}");
+}
