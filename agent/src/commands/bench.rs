@@ -272,16 +272,6 @@ fn default_cpus() -> (String, String) {
     (app, load)
 }
 
-/// Number of CPUs in a list like `0`, `1-3`, `0,2-3`.
-fn cpu_count(list: &str) -> u32 {
-    list.split(',')
-        .map(|part| match part.split_once('-') {
-            Some((a, b)) => b.trim().parse::<u32>().unwrap_or(0).saturating_sub(a.trim().parse().unwrap_or(0)) + 1,
-            None => u32::from(!part.trim().is_empty()),
-        })
-        .sum::<u32>()
-        .max(1)
-}
 
 fn workspace_root() -> Option<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?.to_path_buf();
@@ -294,7 +284,7 @@ pub(crate) fn options(args: &Args) -> Result<BenchOptions> {
     let app_cpus = args.app_cpus.clone().unwrap_or(app_default);
     let load_cpus = args.load_cpus.clone().unwrap_or(load_default);
     let pg_cpus = Some(args.pg_cpus.clone().unwrap_or_else(|| load_cpus.clone()));
-    let threads = args.threads.unwrap_or_else(|| cpu_count(&load_cpus));
+    let threads = args.threads.unwrap_or_else(|| crate::attribute::cpu_list_len(&load_cpus));
     let (runs, duration, warmup) = if args.smoke { (1, 5, 2) } else { (args.runs, args.duration, args.warmup) };
     if runs == 0 || duration == 0 {
         bail!("--runs and --duration must be at least 1");
@@ -489,9 +479,9 @@ mod tests {
 
     #[test]
     fn cpu_lists() {
-        assert_eq!(cpu_count("0"), 1);
-        assert_eq!(cpu_count("1-3"), 3);
-        assert_eq!(cpu_count("0,2-3"), 3);
+        assert_eq!(crate::attribute::cpu_list_len("0"), 1);
+        assert_eq!(crate::attribute::cpu_list_len("1-3"), 3);
+        assert_eq!(crate::attribute::cpu_list_len("0,2-3"), 3);
     }
 
     #[test]

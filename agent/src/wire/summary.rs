@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use super::http::{HttpDecodeStats, HttpEvent};
-use super::pg::{PgDecodeStats, PgEvent, RoundTripKind, StatementShape, TransactionOutcome};
+use super::pg::{PgDecodeStats, PgEvent, RoundTripKind, StatementShape, Transaction, TransactionOutcome};
 
 /// Most distinct endpoints kept; requests to further endpoints are counted under
 /// [`OTHER_ENDPOINT`] (protects the report from unbounded path cardinality).
@@ -96,6 +96,25 @@ pub struct TransactionSummary {
     /// Sum of the durations of ended transactions (first round trip's start to last one's
     /// end), ns.
     pub duration_total_ns: u64,
+}
+
+impl TransactionSummary {
+    /// Counts one transaction that ended (committed, rolled back or unknown).
+    fn add_ended(&mut self, t: &Transaction) {
+        self.ended += 1;
+        match t.outcome {
+            TransactionOutcome::Committed => self.committed += 1,
+            TransactionOutcome::RolledBack => self.rolled_back += 1,
+            _ => self.unknown += 1,
+        }
+        if t.started_before_attach {
+            self.started_before_attach += 1;
+        }
+        self.round_trips += t.round_trips as u64;
+        if let Some(end) = t.end_ns {
+            self.duration_total_ns += end.saturating_sub(t.start_ns);
+        }
+    }
 }
 
 /// PostgreSQL side of a [`WireSummary`].
@@ -403,20 +422,7 @@ impl Timeline {
             }
             PgEvent::Transaction(t) if t.outcome != TransactionOutcome::Open => {
                 if let Some(b) = self.at(t.start_ns) {
-                    let ts = &mut b.pg.transactions;
-                    ts.ended += 1;
-                    match t.outcome {
-                        TransactionOutcome::Committed => ts.committed += 1,
-                        TransactionOutcome::RolledBack => ts.rolled_back += 1,
-                        _ => ts.unknown += 1,
-                    }
-                    if t.started_before_attach {
-                        ts.started_before_attach += 1;
-                    }
-                    ts.round_trips += t.round_trips as u64;
-                    if let Some(end) = t.end_ns {
-                        ts.duration_total_ns += end.saturating_sub(t.start_ns);
-                    }
+                    b.pg.transactions.add_ended(t);
                 }
             }
             _ => {}
@@ -653,19 +659,7 @@ impl SummaryBuilder {
                     ts.open += 1;
                     return;
                 }
-                ts.ended += 1;
-                match t.outcome {
-                    TransactionOutcome::Committed => ts.committed += 1,
-                    TransactionOutcome::RolledBack => ts.rolled_back += 1,
-                    _ => ts.unknown += 1,
-                }
-                if t.started_before_attach {
-                    ts.started_before_attach += 1;
-                }
-                ts.round_trips += t.round_trips as u64;
-                if let Some(end) = t.end_ns {
-                    ts.duration_total_ns += end.saturating_sub(t.start_ns);
-                }
+                ts.add_ended(t);
             }
         }
     }
