@@ -1,9 +1,14 @@
 //! Known-answer program for DWARF unwinding, std only, built by the `unwind_dwarf` test with
 //! plain `rustc -O -C force-frame-pointers=no` (no frame pointers in this code).
 //!
-//! One thread spends 3 ms of its CPU time (CLOCK_THREAD_CPUTIME_ID) in
-//! `profiler_nofp_hot_75` for every 1 ms in `profiler_nofp_hot_25`, both called from
+//! One thread spends 3.3 ms of its CPU time (CLOCK_THREAD_CPUTIME_ID) in
+//! `profiler_nofp_hot_75` for every 1.1 ms in `profiler_nofp_hot_25`, both called from
 //! `profiler_nofp_rounds`. Usage: `two_hot SECONDS`; prints `ready` once running.
+//!
+//! The 4.4 ms cycle is deliberately not a multiple of the 4 ms scheduler tick nor close to a
+//! multiple of the test's sampling period (499 Hz: 2.004 ms): with a 3 ms + 1 ms cycle the
+//! samples drifted through less than one cycle in a 3 s run, so the measured split depended on
+//! the starting phase (a clean CI run measured 80.1% for the 75% function).
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -39,18 +44,18 @@ fn spin(seed: u64, ns: u64) -> u64 {
     x
 }
 
-/// 3 ms of CPU per round: 75 % of the samples.
+/// 3.3 ms of CPU per round: 75 % of the samples.
 #[no_mangle]
 #[inline(never)]
 pub extern "C" fn profiler_nofp_hot_75(seed: u64) -> u64 {
-    spin(seed, 3_000_000)
+    spin(seed, 3_300_000)
 }
 
-/// 1 ms of CPU per round: 25 % of the samples.
+/// 1.1 ms of CPU per round: 25 % of the samples.
 #[no_mangle]
 #[inline(never)]
 pub extern "C" fn profiler_nofp_hot_25(seed: u64) -> u64 {
-    spin(seed, 1_000_000)
+    spin(seed, 1_100_000)
 }
 
 /// The caller of both hot functions, until `seconds` have passed.
