@@ -182,7 +182,7 @@ pub async fn run_container(docker: &Docker, spec: &RunSpec) -> Result<Running, D
     run_container_in(docker, spec, None).await
 }
 
-/// [`run_container`] under a parent cgroup (`docker run --cgroup-parent`, the engine's
+/// [`run_container`] under a parent cgroup (`docker run --network host --cgroup-parent`, the engine's
 /// `HostConfig.CgroupParent`). With the cgroupfs driver the container's cgroup is then
 /// `<parent>/<container id>` in every hierarchy, the cgroup v2 one included (checked on this
 /// host: `0::/profiler-bench-x/<id>` in `/proc/PID/cgroup`), so a profiler attached to the
