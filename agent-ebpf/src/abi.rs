@@ -78,7 +78,7 @@ pub mod stack_sample_flags {
 /// through `stack_samples` by `on_cpu_sample_stack_copy`. The record in the ring buffer is
 /// [`STACK_SAMPLE_SIZE`] bytes; the stack bytes follow the header at
 /// [`STACK_SAMPLE_HEADER_SIZE`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(C)]
 pub struct StackSampleHeader {
     /// Process id (host pid namespace).
@@ -91,8 +91,9 @@ pub struct StackSampleHeader {
     pub sp: u64,
     /// User `rbp`.
     pub bp: u64,
-    /// Id in the object's `stack_traces`, or the negative errno.
-    pub kernel_stack_id: i32,
+    /// Bytes of `kernel_stack` that `bpf_get_stack` filled (8 a frame), or the negative
+    /// errno: no kernel stack (the sample interrupted user mode).
+    pub kernel_stack_bytes: i32,
     /// Stack bytes copied, `<= STACK_COPY_MAX_BYTES`.
     pub stack_len: u32,
     /// Bits of [`stack_sample_flags`].
@@ -101,10 +102,27 @@ pub struct StackSampleHeader {
     pub _pad: u32,
     /// Thread name, NUL-padded.
     pub comm: [u8; COMM_LEN],
+    /// Kernel return addresses, leaf first; the first `kernel_stack_bytes / 8` are valid.
+    pub kernel_stack: [u64; MAX_STACK_DEPTH as usize],
+}
+
+impl StackSampleHeader {
+    /// The valid part of `kernel_stack`, leaf first (empty when the sample interrupted user
+    /// mode).
+    pub fn kernel_frames(&self) -> &[u64] {
+        let n = usize::try_from(self.kernel_stack_bytes).unwrap_or(0) / 8;
+        &self.kernel_stack[..n.min(MAX_STACK_DEPTH as usize)]
+    }
+}
+
+impl Default for StackSampleHeader {
+    fn default() -> Self {
+        StackSampleHeader { tgid: 0, pid: 0, ip: 0, sp: 0, bp: 0, kernel_stack_bytes: 0, stack_len: 0, flags: 0, _pad: 0, comm: [0; COMM_LEN], kernel_stack: [0; MAX_STACK_DEPTH as usize] }
+    }
 }
 
 /// Bytes of the header of `struct stack_sample` (offset of its `stack` field).
-pub const STACK_SAMPLE_HEADER_SIZE: usize = 64;
+pub const STACK_SAMPLE_HEADER_SIZE: usize = 64 + 8 * MAX_STACK_DEPTH as usize;
 /// Bytes of one `struct stack_sample` record (header, stack, slack chunk).
 pub const STACK_SAMPLE_SIZE: usize = STACK_SAMPLE_HEADER_SIZE + STACK_COPY_MAX_BYTES + STACK_COPY_CHUNK;
 
@@ -191,7 +209,8 @@ const _: () = assert!(offset_of!(SyscallStat, latency_log2_ns) == 32);
 const _: () = assert!(size_of::<SyscallEntry>() == 16);
 const _: () = assert!(size_of::<StackSampleHeader>() == STACK_SAMPLE_HEADER_SIZE);
 const _: () = assert!(offset_of!(StackSampleHeader, ip) == 8);
-const _: () = assert!(offset_of!(StackSampleHeader, kernel_stack_id) == 32);
+const _: () = assert!(offset_of!(StackSampleHeader, kernel_stack_bytes) == 32);
+const _: () = assert!(offset_of!(StackSampleHeader, kernel_stack) == 64);
 const _: () = assert!(offset_of!(StackSampleHeader, stack_len) == 36);
 const _: () = assert!(offset_of!(StackSampleHeader, flags) == 40);
 const _: () = assert!(offset_of!(StackSampleHeader, comm) == 48);

@@ -6,7 +6,7 @@
  * Runs on every tick of the software CPU clock perf event (one per online CPU, at the agent's
  * frequency), with the same target filter as sample.bpf.c (filter.bpf.h), and sends one
  * `struct stack_sample` per sample through the `stack_samples` ring buffer: thread, the user
- * registers ip/sp/bp, the kernel stack id and up to `stack_copy_bytes` bytes of user stack
+ * registers ip/sp/bp, the kernel stack (bpf_get_stack) and up to `stack_copy_bytes` bytes of user stack
  * from sp upward (what perf calls PERF_SAMPLE_STACK_USER).
  *
  * When the tick interrupted kernel mode (a syscall, a page fault), the user registers are the
@@ -18,7 +18,6 @@
 #include <bpf/bpf_helpers.h>
 #include "profiler.h"
 #include "filter.bpf.h"
-#include "stacks.bpf.h"
 
 
 char LICENSE[] SEC("license") = "GPL";
@@ -81,8 +80,9 @@ int on_cpu_sample_stack_copy(struct bpf_perf_event_data *ctx)
 	s->bp = bp;
 	s->_pad = 0;
 	bpf_get_current_comm(&s->comm, sizeof(s->comm));
-	s->kernel_stack_id = bpf_get_stackid(ctx, &stack_traces, 0);
-	count_stack_error(s->kernel_stack_id, false);
+	/* The kernel stack goes into the record itself (bpf_get_stack), so no hash collision
+	 * can lose it; empty (-EFAULT or 0) when the tick interrupted user mode. */
+	s->kernel_stack_bytes = bpf_get_stack(ctx, s->kernel_stack, sizeof(s->kernel_stack), 0);
 
 	/* Copy [sp, sp + limit) chunk by chunk, no chunk crossing a page boundary: the first
 	 * chunk runs to the end of sp's page, the others are whole pages. A chunk fails only

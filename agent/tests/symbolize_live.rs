@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use object::{Object, ObjectSegment, ObjectSymbol};
-use profiler::profile::{FrameKind, Profile, RawProfile, RawStack};
+use profiler::profile::{FrameKind, Profile, RawProfile, RawStack, StackLost};
 use profiler::symbolize::symbolize;
 
 /// `target/release/examples/symbolize_target`, next to this test's `deps/` directory.
@@ -152,6 +152,7 @@ fn user_and_kernel_frames_get_full_names() {
                 kernel: vec![schedule + 0x10, do_syscall_64 + 0x20],
                 count: 7,
                 total_ns: 0,
+                lost: Default::default(),
             },
             // The same without _start: the walk stopped early, so the stack is truncated.
             RawStack {
@@ -162,13 +163,35 @@ fn user_and_kernel_frames_get_full_names() {
                 kernel: vec![],
                 count: 3,
                 total_ns: 0,
+                lost: Default::default(),
+            },
+            // In the kernel, but the kernel stack was lost (a stack-map collision): a
+            // placeholder leaf, so that its self time is not the user leaf's.
+            RawStack {
+                pid,
+                tid: pid,
+                thread: "symbolize_targe".into(),
+                user: vec![leaf + 4, ret, start + 5],
+                kernel: vec![],
+                count: 5,
+                total_ns: 0,
+                lost: StackLost { user: false, kernel: true },
             },
         ],
         ..Default::default()
     };
     let profile = symbolize(raw);
 
-    assert_eq!(profile.on_cpu.len(), 2);
+    assert_eq!(profile.on_cpu.len(), 3);
+    let lost = profile.on_cpu.iter().find(|c| c.count == 5).unwrap();
+    let mut got = names(&profile, lost.stack);
+    if got[2].0 == "inlined_middle" {
+        got[2].0 = "symbolize_target::shapes::inlined_middle".to_string();
+    }
+    assert_eq!(got.len(), 5, "{got:?}");
+    assert_eq!(got[3].0, "symbolize_target::shapes::Circle::area_leaf");
+    assert_eq!(got[4], ("[kernel stack lost]".to_string(), FrameKind::Kernel, false));
+    assert!(!profile.stacks[lost.stack as usize].truncated);
     let complete = profile.on_cpu.iter().find(|c| c.count == 7).unwrap();
     let truncated = profile.on_cpu.iter().find(|c| c.count == 3).unwrap();
     let got = names(&profile, complete.stack);

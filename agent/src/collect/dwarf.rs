@@ -29,7 +29,7 @@ use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, S
 use aya::programs::PerfEvent;
 use aya::Ebpf;
 
-use super::{comm_string, load_error, load_object, map_error, program, set_target_pids, stack, stack_map, CollectError};
+use super::{comm_string, load_error, load_object, map_error, program, set_target_pids, CollectError};
 use crate::profile::{LostCounters, ModuleUnwind, RawStack, UnwindReport};
 use crate::target::Filter;
 use crate::unwind::{self, Sample, StackEnd, Unwinder};
@@ -90,7 +90,8 @@ struct Key {
     tid: u32,
     comm: [u8; abi::COMM_LEN],
     user: Vec<u64>,
-    kernel_stack_id: i32,
+    /// Kernel stack, leaf first, as the record carried it.
+    kernel: Vec<u64>,
 }
 
 /// What the drain thread hands back.
@@ -178,8 +179,6 @@ impl StackCopy {
         lost.ringbuf_dropped += sum(lost_index::RINGBUF_FULL)?;
         lost.stack_walk_failures += sum(lost_index::STACK_COPY_FAILURES)?;
 
-        let stacks = stack_map(&self.ebpf)?;
-        let mut cache = HashMap::new();
         let mut out: Vec<RawStack> = drained
             .counts
             .into_iter()
@@ -187,10 +186,11 @@ impl StackCopy {
                 pid: key.tgid,
                 tid: key.tid,
                 thread: comm_string(&key.comm),
-                kernel: stack(&stacks, &mut cache, key.kernel_stack_id),
+                kernel: key.kernel,
                 user: key.user,
                 count,
                 total_ns: 0,
+                lost: Default::default(),
             })
             .collect();
         out.sort_by(|a, b| b.count.cmp(&a.count).then(a.tid.cmp(&b.tid)));
@@ -273,6 +273,6 @@ fn handle(data: &[u8], unwinder: &mut Unwinder, counts: &mut HashMap<Key, u64>, 
         StackEnd::BadAddress => report.truncated_bad_address += 1,
         StackEnd::DepthLimit | StackEnd::Error | StackEnd::ProcessGone => report.truncated_other += 1,
     }
-    let key = Key { tgid: h.tgid, tid: h.pid, comm: h.comm, user: u.frames, kernel_stack_id: h.kernel_stack_id };
+    let key = Key { tgid: h.tgid, tid: h.pid, comm: h.comm, user: u.frames, kernel: h.kernel_frames().to_vec() };
     *counts.entry(key).or_default() += 1;
 }

@@ -31,7 +31,7 @@ use aya::{Btf, Ebpf, EbpfError, EbpfLoader};
 pub use dwarf::{Unwind, DEFAULT_STACK_COPY_BYTES};
 pub use syscall_names::{syscall_name, SYSCALL_NAMES_X86_64};
 
-use crate::profile::{Footprint, LostCounters, Meta, Process, RawProfile, RawStack, SyscallStat};
+use crate::profile::{Footprint, LostCounters, Meta, Process, RawProfile, RawStack, StackLost, SyscallStat};
 use crate::target::{Filter, ResolvedTarget};
 
 /// Errors of loading, attaching and draining.
@@ -635,8 +635,16 @@ fn stack_map(ebpf: &Ebpf) -> Result<StackTraceMap<&MapData>, CollectError> {
     StackTraceMap::try_from(map).map_err(|e| map_error(names::MAP_STACK_TRACES, e))
 }
 
+/// `-EFAULT`: what `bpf_get_stackid` returns for the kernel stack of a sample that interrupted
+/// user mode (there is none), as opposed to a stack that was lost.
+const EFAULT: i32 = 14;
+
 fn raw_stack(key: &StackKey, user: Vec<u64>, kernel: Vec<u64>, count: u64, total_ns: u64) -> RawStack {
-    RawStack { pid: key.tgid, tid: key.pid, thread: comm_string(&key.comm), user, kernel, count, total_ns }
+    let lost = StackLost {
+        user: key.user_stack_id < 0 || (user.is_empty() && key.user_stack_id >= 0),
+        kernel: (key.kernel_stack_id < 0 && key.kernel_stack_id != -EFAULT) || (kernel.is_empty() && key.kernel_stack_id >= 0),
+    };
+    RawStack { pid: key.tgid, tid: key.pid, thread: comm_string(&key.comm), user, kernel, count, total_ns, lost }
 }
 
 fn drain_on_cpu(ebpf: &Ebpf) -> Result<Vec<RawStack>, CollectError> {

@@ -258,6 +258,21 @@ pub struct RawStack {
     pub count: u64,
     /// For off-CPU: total time switched out, ns. 0 for on-CPU.
     pub total_ns: u64,
+    /// Which stack the kernel took but could not keep (`bpf_get_stackid` failed, e.g.
+    /// `-EEXIST`, a hash collision in the stack-trace map): symbolization puts
+    /// [`crate::symbolize::USER_STACK_LOST`] / [`crate::symbolize::KERNEL_STACK_LOST`] in its
+    /// place, so that the sample's self time is not given to the frames above.
+    #[serde(default)]
+    pub lost: StackLost,
+}
+
+/// Stacks of a [`RawStack`] that were lost in the kernel.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackLost {
+    /// The user stack was lost.
+    pub user: bool,
+    /// The sample was in kernel mode and its kernel stack was lost.
+    pub kernel: bool,
 }
 
 /// What `collect` drained from the kernel: addresses, counts and statistics, no names.

@@ -34,6 +34,12 @@ use crate::profile::{
 pub const UNKNOWN: &str = "[unknown]";
 /// `Frame::module` of kernel frames.
 pub const KERNEL_MODULE: &str = "[kernel]";
+/// The frame put in place of a user stack the kernel took but could not keep
+/// ([`crate::profile::StackLost`]).
+pub const USER_STACK_LOST: &str = "[user stack lost]";
+/// The frame put in place of a kernel stack the kernel took but could not keep
+/// ([`crate::profile::StackLost`]): the sample was in the kernel, below its user frames.
+pub const KERNEL_STACK_LOST: &str = "[kernel stack lost]";
 
 /// Where the kernel's symbols come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,6 +144,9 @@ pub fn symbolize_with(raw: RawProfile, options: &Options) -> Profile {
             let mut frames: Vec<u32> = Vec::new();
             let mut user_outer: Vec<u32> = Vec::new();
             // Root first: the raw stacks are leaf first.
+            if raw.lost.user && raw.user.is_empty() {
+                frames.push(lost_frame(&mut interner, USER_STACK_LOST, FrameKind::User));
+            }
             for addr in lookup_addresses(&raw.user).collect::<Vec<_>>().into_iter().rev() {
                 let f = &user_frames[&(raw.pid, addr)];
                 user_outer.push(f[0]);
@@ -145,6 +154,9 @@ pub fn symbolize_with(raw: RawProfile, options: &Options) -> Profile {
             }
             for addr in lookup_addresses(&raw.kernel).collect::<Vec<_>>().into_iter().rev() {
                 frames.extend_from_slice(&kernel_frames[&addr]);
+            }
+            if raw.lost.kernel && raw.kernel.is_empty() {
+                frames.push(lost_frame(&mut interner, KERNEL_STACK_LOST, FrameKind::Kernel));
             }
             let truncated = is_truncated(&user_outer, &interner.frames);
             if truncated && on_cpu {
@@ -235,6 +247,12 @@ impl Interner {
         self.index.insert(frame, i);
         i
     }
+}
+
+/// The placeholder frame of a lost stack ([`USER_STACK_LOST`], [`KERNEL_STACK_LOST`]).
+fn lost_frame(interner: &mut Interner, function: &str, kind: FrameKind) -> u32 {
+    let module = if kind == FrameKind::Kernel { KERNEL_MODULE } else { UNKNOWN };
+    interner.get(Frame { function: function.to_string(), module: module.to_string(), kind, inlined: false, file: None, line: None })
 }
 
 #[derive(Default)]
