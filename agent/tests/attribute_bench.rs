@@ -99,7 +99,13 @@ fn bench_ranking_matches_the_ground_truth_with_all_costs_and_names_none_without(
     // Tokio tasks spawned per request (uprobe count): the pipeline's task and sqlx's task per
     // connection return (the table's "tokio tasks spawned": all 2, none 1).
     count("db all: tasks spawned", &cost(&r, "spawn-per-request")["counts_per_request"]["tasks_spawned"], 2.0);
-    for id in ["pool-ping", "spawn-per-request", "metrics-labels"] {
+    // Global lock acquisitions (uprobes on the fast paths the agent found in target-app's code;
+    // the table's "global lock acquisitions": all 3, none 0), one per lock function.
+    count("db all: lock acquisitions", &cost(&r, "global-locks")["counts_per_request"]["lock_acquisitions"], 3.0);
+    for f in ["lock_maintenance_mutex", "read_maintenance_flag", "lock_rate_table"] {
+        count(&format!("db all: {f}"), &calls(&r, &format!("lock:target_app::layers::{}::{f}", if f == "lock_rate_table" { "rate_limit" } else { "maintenance" })), 1.0);
+    }
+    for id in ["pool-ping", "spawn-per-request", "metrics-labels", "global-locks"] {
         let c = cost(&r, id);
         assert!(c["gain"]["gain_pct"].as_f64().is_some(), "db: {id} has no predicted gain");
     }
@@ -119,7 +125,8 @@ fn bench_ranking_matches_the_ground_truth_with_all_costs_and_names_none_without(
     count("deals-create all: wide user SELECT columns", &cost(&r, "wide-user-lookup")["counts_per_request"]["columns"], 7.0);
     count("deals-create all: pings before checkout", &cost(&r, "pool-ping")["counts_per_request"]["pings_before_checkout"], 1.0);
     count("deals-create all: tasks spawned", &cost(&r, "spawn-per-request")["counts_per_request"]["tasks_spawned"], 2.0);
-    for id in ["pool-ping", "actor-set-config", "wide-user-lookup", "spawn-per-request", "metrics-labels", "double-json-parse", "change-events"] {
+    count("deals-create all: lock acquisitions", &cost(&r, "global-locks")["counts_per_request"]["lock_acquisitions"], 3.0);
+    for id in ["pool-ping", "actor-set-config", "wide-user-lookup", "spawn-per-request", "global-locks", "metrics-labels", "double-json-parse", "change-events"] {
         let c = cost(&r, id);
         assert!(c["gain"]["gain_pct"].as_f64().is_some(), "deals-create: {id} has no predicted gain");
     }
@@ -133,6 +140,7 @@ fn bench_ranking_matches_the_ground_truth_with_all_costs_and_names_none_without(
     count("db none: pings", &d["per_request"]["pings"], 1.0);
     count("db none: back-to-back pings", &d["pings_after_ping"], 0.0);
     count("db none: tasks spawned", &calls(&r, "tokio_tasks_spawned"), 1.0);
+    count("db none: lock_rate_table", &calls(&r, "lock:target_app::layers::rate_limit::lock_rate_table"), 0.0);
     let r = ranking(none.path(), "deals-create");
     let named: Vec<String> = ids(&r).into_iter().filter(|i| SEEDED.contains(&i.as_str())).collect();
     assert!(named.is_empty(), "deals-create with CRM_COSTS=none named {named:?}");

@@ -29,6 +29,29 @@ use serde::{Deserialize, Serialize};
 pub const DEFAULT_COUNTERS: &[(&str, &str, &str)] =
     &[("tokio_tasks_spawned", "tokio tasks spawned (tokio::runtime::task::list::OwnedTasks::bind_inner)", r"5tokio7runtime4task4list.*OwnedTasks.*10bind_inner|tokio.*OwnedTasks.*bind_inner")];
 
+/// Prefix of the names of lock counters ([`lock_counter_specs`]): `lock:<function>`.
+pub const LOCK_COUNTER_PREFIX: &str = "lock:";
+
+/// [`DEFAULT_COUNTERS`] as [`CounterSpec`]s, plus one lock counter per function of the app's
+/// own crates that takes a `Mutex`/`RwLock` ([`super::locks::lock_functions`]): named
+/// `lock:<function>`, counting attempts to take the lock on its fast path. A binary that cannot
+/// be analysed adds no lock counter (logged).
+pub fn default_specs(binary: &Path, crates: &[String]) -> Vec<CounterSpec> {
+    let mut specs: Vec<CounterSpec> = DEFAULT_COUNTERS
+        .iter()
+        .map(|(name, what, re)| CounterSpec { name: name.to_string(), what: what.to_string(), at: ProbeAt::Symbols(re.to_string()) })
+        .collect();
+    match super::locks::lock_functions(binary, crates) {
+        Ok(fns) => specs.extend(fns.into_iter().filter(|f| !f.probes.is_empty()).map(|f| CounterSpec {
+            what: format!("attempts to take the {} in {} (uprobe on the branch after its fast-path compare-and-swap)", f.kinds.join("/"), f.name),
+            name: format!("{LOCK_COUNTER_PREFIX}{}", f.name),
+            at: ProbeAt::Addresses(f.probes),
+        })),
+        Err(e) => tracing::warn!("no lock counters: {e}"),
+    }
+    specs
+}
+
 /// One counter's result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallCount {
@@ -101,13 +124,40 @@ pub struct Counters {
     _path: CString,
 }
 
-/// File offsets of the functions whose mangled symbol name matches `re` (distinct addresses).
-fn function_offsets(binary: &Path, re: &Regex) -> Result<Vec<u64>, String> {
+/// Where a counter's uprobes go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeAt {
+    /// The entry of every function whose mangled symbol name matches this regex.
+    Symbols(String),
+    /// These virtual addresses of the binary (any instruction a uprobe accepts), e.g. the
+    /// fast-path branches of [`super::locks::LockFunction::probes`].
+    Addresses(Vec<u64>),
+}
+
+/// One counter to set up: its name, what one count means, where its uprobes go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CounterSpec {
+    /// Counter name, e.g. `tokio_tasks_spawned`.
+    pub name: String,
+    /// What one count means.
+    pub what: String,
+    /// Where its uprobes go.
+    pub at: ProbeAt,
+}
+
+/// File offsets of `at` in the binary (distinct virtual addresses, mapped through the ELF
+/// segments: the uprobe PMU takes file offsets).
+fn probe_offsets(binary: &Path, at: &ProbeAt) -> Result<Vec<u64>, String> {
     use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
     let data = std::fs::read(binary).map_err(|e| format!("{}: {e}", binary.display()))?;
     let obj = object::File::parse(&*data).map_err(|e| format!("{}: {e}", binary.display()))?;
-    let mut addrs: Vec<u64> =
-        obj.symbols().filter(|s| s.kind() == SymbolKind::Text && s.address() != 0 && s.name().is_ok_and(|n| re.is_match(n))).map(|s| s.address()).collect();
+    let mut addrs: Vec<u64> = match at {
+        ProbeAt::Symbols(re) => {
+            let re = Regex::new(re).map_err(|e| e.to_string())?;
+            obj.symbols().filter(|s| s.kind() == SymbolKind::Text && s.address() != 0 && s.name().is_ok_and(|n| re.is_match(n))).map(|s| s.address()).collect()
+        }
+        ProbeAt::Addresses(a) => a.clone(),
+    };
     addrs.sort_unstable();
     addrs.dedup();
     let mut out = Vec::new();
@@ -149,6 +199,16 @@ impl Counters {
     /// No uprobe PMU, the binary or the cgroup cannot be opened. A counter whose function is
     /// not found, or whose events cannot be opened, is listed in [`CallCounts::unavailable`].
     pub fn open(binary: &Path, cgroup: &Path, specs: &[(&str, &str, &str)]) -> Result<Counters, String> {
+        let specs: Vec<CounterSpec> =
+            specs.iter().map(|(name, what, re)| CounterSpec { name: name.to_string(), what: what.to_string(), at: ProbeAt::Symbols(re.to_string()) }).collect();
+        Self::open_specs(binary, cgroup, &specs)
+    }
+
+    /// [`Counters::open`] with explicit [`CounterSpec`]s (symbols or addresses).
+    ///
+    /// # Errors
+    /// As [`Counters::open`].
+    pub fn open_specs(binary: &Path, cgroup: &Path, specs: &[CounterSpec]) -> Result<Counters, String> {
         let pmu: u32 = std::fs::read_to_string("/sys/bus/event_source/devices/uprobe/type")
             .map_err(|e| format!("no uprobe PMU (/sys/bus/event_source/devices/uprobe/type: {e})"))?
             .trim()
@@ -158,9 +218,11 @@ impl Counters {
         let path = CString::new(binary.as_os_str().as_encoded_bytes()).map_err(|e| format!("{}: {e}", binary.display()))?;
         let cpus = online_cpus();
         let mut c = Counters { entries: Vec::new(), specs: Vec::new(), unavailable: Vec::new(), _path: path.clone() };
-        for (i, (name, what, re)) in specs.iter().enumerate() {
-            let re = Regex::new(re).map_err(|e| format!("counter {name}: {e}"))?;
-            let offsets = match function_offsets(binary, &re) {
+        for (i, CounterSpec { name, what, at }) in specs.iter().enumerate() {
+            if let ProbeAt::Symbols(re) = at {
+                Regex::new(re).map_err(|e| format!("counter {name}: {e}"))?;
+            }
+            let offsets = match probe_offsets(binary, at) {
                 Ok(o) if o.is_empty() => {
                     c.unavailable.push((name.to_string(), "no symbol matches (inlined everywhere, or not linked in)".into()));
                     continue;

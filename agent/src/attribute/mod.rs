@@ -39,6 +39,7 @@
 pub mod costs;
 pub mod counters;
 pub mod layers;
+pub mod locks;
 pub mod ranking;
 pub mod rules;
 

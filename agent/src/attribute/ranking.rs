@@ -301,12 +301,7 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
     let (found, generic_found): (Vec<Finding>, Vec<Finding>) = found.into_iter().partition(|f| f.kind == FindingKind::NamedCost);
     let mut ranked: Vec<RankedFinding> =
         found.into_iter().map(|f| RankedFinding { rank: 0, gain: predict(&f, &bound, &inputs), finding: f }).collect();
-    ranked.sort_by(|a, b| {
-        b.gain.gain_pct.total_cmp(&a.gain.gain_pct).then(b.finding.samples.cmp(&a.finding.samples)).then(a.finding.id.cmp(&b.finding.id))
-    });
-    for (i, r) in ranked.iter_mut().enumerate() {
-        r.rank = i + 1;
-    }
+    order_by_gain(&mut ranked);
     let mut generic = generic_findings(profile, &attr, opts.rules);
     generic.extend(generic_found);
     let mut syscalls: Vec<(String, f64)> = match requests {
@@ -338,11 +333,21 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
     }
 }
 
+/// Lock acquisitions per request from which a lock counter makes `global-locks` fire: a lock
+/// taken on most requests, not one refreshed once a second (about 0.0005 per request at
+/// 2,000 req/s).
+pub const MIN_LOCKS_PER_REQUEST: f64 = 0.5;
+
 /// Adds exact call counts ([`super::counters::CallCounts`], over the same window as the
-/// profile) to a ranking: [`Ranking::calls_per_request`], and the tasks spawned per request
-/// to the `spawn-per-request` finding's counts and evidence.
+/// profile) to a ranking: [`Ranking::calls_per_request`]; the tasks spawned per request to the
+/// `spawn-per-request` finding's counts and evidence; and the lock counters (`lock:<function>`,
+/// [`super::counters::default_specs`]) taken at least [`MIN_LOCKS_PER_REQUEST`] times per
+/// request to the `global-locks` finding, which they create when the samples did not (an
+/// uncontended lock has no samples of its own: its predicted gain is then that of its sampled
+/// CPU, none).
 pub fn add_call_counts(r: &mut Ranking, counts: &super::counters::CallCounts) {
     let Some(n) = r.requests.filter(|&n| n > 0) else { return };
+    add_lock_counts(r, counts, n);
     r.calls_per_request = counts.counts.iter().map(|c| (c.name.clone(), c.count as f64 / n as f64)).collect();
     if let Some(spawned) = counts.get("tokio_tasks_spawned") {
         let per = spawned as f64 / n as f64;
@@ -352,6 +357,58 @@ pub fn add_call_counts(r: &mut Ranking, counts: &super::counters::CallCounts) {
                 "uprobe count: {spawned} tokio tasks spawned (OwnedTasks::bind_inner) for {n} requests, {per:.2} per request (all tasks: the pipeline's and the libraries', e.g. a driver's per-release task)"
             ));
         }
+    }
+}
+
+fn add_lock_counts(r: &mut Ranking, counts: &super::counters::CallCounts, n: u64) {
+    let locks: Vec<(&str, &str, f64)> = counts
+        .counts
+        .iter()
+        .filter_map(|c| c.name.strip_prefix(super::counters::LOCK_COUNTER_PREFIX).map(|f| (f, c.what.as_str(), c.count as f64 / n as f64)))
+        .filter(|(_, _, per)| *per >= MIN_LOCKS_PER_REQUEST)
+        .collect();
+    if locks.is_empty() {
+        return;
+    }
+    let total: f64 = locks.iter().map(|(_, _, p)| p).sum();
+    let mut evidence = vec![format!(
+        "uprobe counts on the fast path of each lock the app's own code takes (found in its machine code: a call of the lock's contended slow path): {total:.2} acquisitions per request over {n} requests"
+    )];
+    evidence.extend(locks.iter().map(|(f, what, per)| format!("{per:.2} per request: {what} (`{f}`)")));
+    evidence.push("whether each lock is shared by all requests (process-wide) is not known from code; uncontended, each costs tens of ns, so its predicted gain comes from the CPU sampled in lock code".into());
+    if let Some(c) = r.costs.iter_mut().find(|c| c.finding.id == "global-locks") {
+        c.finding.counts_per_request.insert("lock_acquisitions".into(), total);
+        c.finding.confidence = Confidence::High;
+        c.finding.evidence.extend(evidence);
+        return;
+    }
+    let mut finding = Finding {
+        id: "global-locks".into(),
+        title: format!("the app's own code takes Mutex/RwLock locks on the request path ({total:.2} per request, counted)"),
+        kind: FindingKind::NamedCost,
+        confidence: Confidence::Medium,
+        samples: 0,
+        cpu_share: 0.0,
+        cpu_share_se: 0.0,
+        cpu_us_per_request: Some(0.0),
+        round_trips_per_request: None,
+        db_latency_us_per_request: None,
+        counts_per_request: Default::default(),
+        frames: Vec::new(),
+        evidence,
+    };
+    finding.counts_per_request.insert("lock_acquisitions".into(), total);
+    let inputs = GainInputs { round_trips_per_request: None, driver_cpu_share: 0.0, cpu_us_per_request: r.cpu_us_per_request, base_req_per_s: r.base_req_per_s };
+    let gain = predict(&finding, &r.bound, &inputs);
+    r.costs.push(RankedFinding { rank: 0, finding, gain });
+    order_by_gain(&mut r.costs);
+}
+
+/// Sorts findings by predicted gain (then samples, then id) and numbers them from 1.
+fn order_by_gain(costs: &mut [RankedFinding]) {
+    costs.sort_by(|a, b| b.gain.gain_pct.total_cmp(&a.gain.gain_pct).then(b.finding.samples.cmp(&a.finding.samples)).then(a.finding.id.cmp(&b.finding.id)));
+    for (i, c) in costs.iter_mut().enumerate() {
+        c.rank = i + 1;
     }
 }
 

@@ -197,7 +197,11 @@ impl ProfileHook for AgentHook {
             let counters = match (&resolved.cgroup_dir, resolved.main_pid) {
                 (Some(cg), pid) if pid > 0 => {
                     let exe = PathBuf::from(format!("/proc/{pid}/exe"));
-                    crate::attribute::counters::Counters::open(&exe, cg, crate::attribute::counters::DEFAULT_COUNTERS)
+                    // The app's own crate, for the lock counters: Cargo names a binary crate
+                    // like its executable.
+                    let crates: Vec<String> = std::fs::read_link(&exe).ok().and_then(|p| crate::attribute::locks::crate_of_executable(&p)).into_iter().collect();
+                    let specs = crate::attribute::counters::default_specs(&exe, &crates);
+                    crate::attribute::counters::Counters::open_specs(&exe, cg, &specs)
                         .map_err(|e| tracing::warn!("no call counters: {e}"))
                         .ok()
                 }
