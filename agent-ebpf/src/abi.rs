@@ -337,8 +337,12 @@ pub mod wire {
         pub const READ_FAILURES: u32 = 5;
         /// HTTP chunks that did not start with a start line (sent without head).
         pub const HTTP_NO_START_LINE: u32 = 6;
+        /// Calls whose socket class came from `socket_classes`, checked still valid.
+        pub const CLASS_HITS: u32 = 7;
+        /// Sockets classified in full (not in `socket_classes`, or its entry was stale).
+        pub const CLASS_MISSES: u32 = 8;
         /// Number of counters (`WIRE_STAT_COUNTERS`).
-        pub const COUNT: u32 = 7;
+        pub const COUNT: u32 = 9;
     }
 
     /// `struct wire_chunk`: one send or receive on a classified socket that moved bytes.
@@ -386,6 +390,9 @@ pub mod wire {
     pub const MAP_WIRE_CHUNKS: &str = "wire_chunks";
     /// Per-CPU counters, indices in [`stat_index`].
     pub const MAP_WIRE_STATS: &str = "wire_stats";
+    /// Socket classes by `struct file *` (LRU hash, `WIRE_SOCKET_CLASSES` entries):
+    /// `u64` -> `struct wire_socket_class` (used by the programs only).
+    pub const MAP_SOCKET_CLASSES: &str = "socket_classes";
     /// The target's listening ports: `u16` (host order) -> `u8`.
     pub const MAP_HTTP_PORTS: &str = "http_ports";
 

@@ -204,6 +204,8 @@ impl WireCapture {
             errors: sum(abi::stat_index::ERRORS)?,
             read_failures: sum(abi::stat_index::READ_FAILURES)?,
             http_no_start_line: sum(abi::stat_index::HTTP_NO_START_LINE)?,
+            class_hits: sum(abi::stat_index::CLASS_HITS)?,
+            class_misses: sum(abi::stat_index::CLASS_MISSES)?,
             chunks_by_syscall: drained.by_syscall,
         };
         let (summary, _) = drained.decoder.finish();
