@@ -209,8 +209,24 @@ enum wire_stat_index {
 	WIRE_STAT_ERRORS = 4,        /* ... that returned another error, or 0 */
 	WIRE_STAT_READ_FAILURES = 5, /* chunks whose head could not be read from user memory */
 	WIRE_STAT_HTTP_NO_START_LINE = 6, /* HTTP chunks not starting with a start line: sent without head */
-	WIRE_STAT_COUNTERS = 7,
+	WIRE_STAT_CLASS_HITS = 7,    /* socket classes taken from `socket_classes` (checked, still valid) */
+	WIRE_STAT_CLASS_MISSES = 8,  /* sockets classified in full (not cached, or the cached entry was stale) */
+	WIRE_STAT_COUNTERS = 9,
 };
+
+/* Most sockets whose class `socket_classes` (LRU hash) keeps. */
+#define WIRE_SOCKET_CLASSES 8192
+
+/* Value of `socket_classes` (key: the `struct file *` of a socket): a classification and
+ * what makes it still valid: the file's socket still has this `sk`, whose port pair
+ * (`skc_portpair`: peer port, local port) is unchanged. */
+struct wire_socket_class {
+	__u64 sk;        /* struct sock * of the file's socket at classification */
+	__u32 portpair;  /* sk->__sk_common.skc_portpair at classification */
+	__u8 class;      /* enum wire_class (never 0: unclassified sockets are not kept) */
+	__u8 _pad[3];
+};
+_Static_assert(sizeof(struct wire_socket_class) == 16, "wire_socket_class is 16 bytes");
 
 /* Task-local storage of the wire programs: the open send/receive call of the thread. */
 struct wire_pending {

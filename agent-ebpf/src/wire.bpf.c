@@ -4,13 +4,16 @@
  * target on its classified TCP sockets, one `struct wire_chunk` per syscall that moved bytes,
  * through the `wire_chunks` ring buffer. The agent decodes them (agent/src/wire/).
  *
- * Hooks: the per-syscall tracepoints `syscalls:sys_enter_X` / `sys_exit_X` for X in sendto,
- * recvfrom, write, read, writev, readv, sendmsg, recvmsg (Documentation/trace/events.rst;
- * field layout from /sys/kernel/tracing/events/syscalls/sys_enter_sendto/format: the
- * syscall number at offset 8, argument i at 16 + 8*i; sys_exit's `ret` at 16). Only these
- * eight syscalls run the programs, unlike raw_syscalls:sys_enter which runs for every syscall.
+ * Hooks: none of their own. The programs are raw_tracepoint programs that `on_sys_enter` /
+ * `on_sys_exit` (syscalls.bpf.c, on raw_syscalls:sys_enter/sys_exit) reach by a BPF tail call
+ * through the program arrays `wire_enter_programs` / `wire_exit_programs`, indexed by syscall
+ * number, for X in sendto, recvfrom, write, read, writev, readv, sendmsg, recvmsg, after the
+ * target filter (filter.bpf.h) passed: so these programs do not filter again. Their context is
+ * the raw tracepoint's: ctx[0] the `struct pt_regs *` of the user registers at syscall entry
+ * (the arguments are in di, si, dx, r10, r8, r9 on x86_64: arch/x86/include/asm/syscall.h,
+ * syscall_get_arguments), ctx[1] the syscall number (enter) or the return value (exit).
  *
- * On enter (target filter first, filter.bpf.h): classify the socket from the fd, in the kernel
+ * On enter: classify the socket from the fd, in the kernel
  * (current->files->fdt->fd[fd]->private_data is the struct socket of a socket file, whose
  * ->file points back to that file; its ->sk gives family, type, protocol and ports; CO-RE
  * reads through vmlinux.h): only AF_INET/AF_INET6 TCP stream sockets, PostgreSQL when the
@@ -73,6 +76,14 @@ struct {
 	__uint(max_entries, WIRE_RINGBUF_BYTES);
 } wire_chunks SEC(".maps");
 
+/* Classified sockets by `struct file *` (see classify()). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, WIRE_SOCKET_CLASSES);
+	__type(key, __u64);
+	__type(value, struct wire_socket_class);
+} socket_classes SEC(".maps");
+
 /* Counters per CPU, indexed by enum wire_stat_index. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -81,19 +92,28 @@ struct {
 	__type(value, __u64);
 } wire_stats SEC(".maps");
 
-/* Layouts of the syscalls tracepoints (see the format files named above). Declared here,
- * without CO-RE: the format is ABI. */
-struct sys_enter_ctx {
-	__u64 common;
-	__s64 nr;
-	__u64 args[6];
+/* The first three syscall arguments, in x86_64 pt_regs order (dx, si, di are adjacent). */
+struct syscall_args3 {
+	__u64 dx; /* argument 2 */
+	__u64 si; /* argument 1 */
+	__u64 di; /* argument 0 */
 };
 
-struct sys_exit_ctx {
-	__u64 common;
-	__s64 nr;
-	__s64 ret;
-};
+/* Reads arguments 0-2 of the syscall from the pt_regs in ctx[0] (one kernel read when dx,
+ * si, di are adjacent, as in every x86_64 kernel; three CO-RE reads otherwise). Returns 0
+ * on success. */
+static __always_inline int read_args(__u64 *ctx, struct syscall_args3 *a)
+{
+	struct pt_regs *regs = (struct pt_regs *)ctx[0];
+
+	if (bpf_core_field_offset(struct pt_regs, si) == bpf_core_field_offset(struct pt_regs, dx) + 8 &&
+	    bpf_core_field_offset(struct pt_regs, di) == bpf_core_field_offset(struct pt_regs, dx) + 16)
+		return bpf_probe_read_kernel(a, sizeof(*a), &regs->dx);
+	a->dx = BPF_CORE_READ(regs, dx);
+	a->si = BPF_CORE_READ(regs, si);
+	a->di = BPF_CORE_READ(regs, di);
+	return 0;
+}
 
 struct wire_iovec {
 	__u64 base;
@@ -107,7 +127,25 @@ static __always_inline void count_stat(__u32 index)
 		*value += 1; /* per-CPU slot: no other writer */
 }
 
-/* The class of the target's socket `fd` (0 = not a classified TCP socket), and its id. */
+/* `struct socket`'s file and sk pointers, adjacent in every kernel (include/linux/net.h). */
+struct socket_file_sk {
+	struct file *file;
+	struct sock *sk;
+};
+
+/* The class of the target's socket `fd` (0 = not a classified TCP socket), and its id.
+ *
+ * The file: current->files->fdt->fd[fd] (5 kernel reads). Its private_data is a struct
+ * socket only when that socket's ->file points back (1 read, then file and sk in 1 read).
+ * A socket classified before is in `socket_classes` under the file pointer; the entry is
+ * used when the socket still has the same sk with the same port pair (1 more read): a file
+ * or sock freed and reused for another connection fails that check and is classified again,
+ * as is a socket that was not connected yet when it was first seen. That is 8 kernel reads
+ * and one hash lookup per call instead of 13 reads and the `http_ports` lookup. A full
+ * classification: AF_INET/AF_INET6, SOCK_STREAM, IPPROTO_TCP only; PostgreSQL when the
+ * peer port is `db_port`, HTTP when the local port is in `http_ports`. Sockets of neither
+ * class are not kept (a listening port added later by the agent still applies to them).
+ * A full classification is 11 reads (the port pair gives both ports). */
 static __always_inline __u8 classify(__s64 fd, __u64 *socket)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
@@ -115,7 +153,11 @@ static __always_inline __u8 classify(__s64 fd, __u64 *socket)
 	struct file **fds;
 	struct file *file = NULL;
 	struct socket *sock;
+	struct socket_file_sk fs;
 	struct sock *sk;
+	struct wire_socket_class *cached, fresh = {};
+	__u64 key;
+	__u32 portpair;
 	__u16 family, protocol, type, lport, dport;
 
 	if (!fdt || fd < 0)
@@ -127,11 +169,27 @@ static __always_inline __u8 classify(__s64 fd, __u64 *socket)
 		return 0;
 	/* A socket file's private_data is its struct socket, whose ->file points back. */
 	sock = BPF_CORE_READ(file, private_data);
-	if (!sock || BPF_CORE_READ(sock, file) != file)
+	if (!sock)
 		return 0;
-	sk = BPF_CORE_READ(sock, sk);
-	if (!sk)
+	if (bpf_core_field_offset(struct socket, sk) == bpf_core_field_offset(struct socket, file) + 8) {
+		if (bpf_probe_read_kernel(&fs, sizeof(fs), &sock->file))
+			return 0;
+	} else {
+		fs.file = BPF_CORE_READ(sock, file);
+		fs.sk = BPF_CORE_READ(sock, sk);
+	}
+	if (fs.file != file || !fs.sk)
 		return 0;
+	sk = fs.sk;
+	portpair = BPF_CORE_READ(sk, __sk_common.skc_portpair);
+	key = (__u64)file;
+	cached = bpf_map_lookup_elem(&socket_classes, &key);
+	if (cached && cached->sk == (__u64)sk && cached->portpair == portpair) {
+		count_stat(WIRE_STAT_CLASS_HITS);
+		*socket = (__u64)sk;
+		return cached->class;
+	}
+	count_stat(WIRE_STAT_CLASS_MISSES);
 	family = BPF_CORE_READ(sk, __sk_common.skc_family);
 	if (family != AF_INET && family != AF_INET6)
 		return 0;
@@ -139,25 +197,30 @@ static __always_inline __u8 classify(__s64 fd, __u64 *socket)
 	type = BPF_CORE_READ(sk, sk_type);
 	if (protocol != IPPROTO_TCP || type != SOCK_STREAM)
 		return 0;
-	dport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
-	lport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	/* skc_portpair is skc_dport (network order) in its first two bytes, skc_num (host
+	 * order) in the next two (include/net/sock.h); x86_64 is little-endian. */
+	dport = bpf_ntohs((__u16)portpair);
+	lport = portpair >> 16;
 	*socket = (__u64)sk;
 	if (dport == db_port)
-		return WIRE_CLASS_POSTGRES;
-	if (bpf_map_lookup_elem(&http_ports, &lport))
-		return WIRE_CLASS_HTTP;
-	return 0;
+		fresh.class = WIRE_CLASS_POSTGRES;
+	else if (bpf_map_lookup_elem(&http_ports, &lport))
+		fresh.class = WIRE_CLASS_HTTP;
+	else
+		return 0;
+	fresh.sk = (__u64)sk;
+	fresh.portpair = portpair;
+	bpf_map_update_elem(&socket_classes, &key, &fresh, BPF_ANY);
+	return fresh.class;
 }
 
+/* The target filter passed in the caller (on_sys_enter). */
 static __always_inline int on_enter(__u32 nr, __u8 direction, __s64 fd, __u64 ptr, __u64 iovcnt)
 {
 	struct wire_pending *p;
 	__u64 socket = 0;
 	__u8 class;
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
-	if (!current_is_target(tgid))
-		return 0;
 	class = classify(fd, &socket);
 	p = bpf_task_storage_get(&wire_pendings, bpf_get_current_task_btf(), 0,
 				 class ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
@@ -292,7 +355,14 @@ static __always_inline __u32 http_start_line(struct wire_chunk *c, __u32 len, __
 	return end < len ? end : len;
 }
 
-static __always_inline int on_exit(struct sys_exit_ctx *ctx, __u32 nr)
+/* The exit program of every wire syscall (one program in all eight slots of
+ * `wire_exit_programs`: the verifier checks this, the largest program, once instead of
+ * eight times, about 35-70 ms each here). The target filter passed in the caller
+ * (on_sys_exit), which tail-calls the slot of the syscall number its own sys_enter kept for
+ * this thread; the wire enter program of that same call set `p->nr` (or cleared it), so
+ * `p->nr` says which wire syscall is ending. ctx[1] is the return value. */
+SEC("raw_tracepoint/sys_exit")
+int on_wire_exit(__u64 *ctx)
 {
 	struct wire_pending *p;
 	struct wire_chunk *c;
@@ -300,15 +370,15 @@ static __always_inline int on_exit(struct sys_exit_ctx *ctx, __u32 nr)
 	__u64 wakeup;
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
+	__u32 nr;
 	__s64 ret;
 
-	if (!current_is_target(tgid))
-		return 0;
 	p = bpf_task_storage_get(&wire_pendings, bpf_get_current_task_btf(), 0, 0);
-	if (!p || p->nr != nr)
+	if (!p || p->nr == 0)
 		return 0;
+	nr = p->nr;
 	p->nr = 0;
-	ret = ctx->ret;
+	ret = (__s64)ctx[1];
 	if (ret <= 0) {
 		count_stat(ret == -EAGAIN ? WIRE_STAT_EAGAIN : WIRE_STAT_ERRORS);
 		return 0;
@@ -385,124 +455,58 @@ static __always_inline int on_exit(struct sys_exit_ctx *ctx, __u32 nr)
 	return 0;
 }
 
+/* Enter programs, one per syscall (raw_tracepoint type, reached only by the tail calls of
+ * on_sys_enter; the section name gives aya the program type, nothing attaches them to
+ * sys_enter itself). Small: the verifier takes well under a millisecond for each. */
+#define WIRE_ENTER(name, nr, direction, vectored)					\
+	SEC("raw_tracepoint/sys_enter")						\
+	int on_enter_##name(__u64 *ctx)						\
+	{									\
+		struct syscall_args3 a;						\
+										\
+		if (read_args(ctx, &a))						\
+			return 0;						\
+		return on_enter(nr, direction, a.di, a.si, vectored ? a.dx : 0);	\
+	}
+
 /* sendto(fd, buff, len, flags, addr, addr_len) */
-SEC("tracepoint/syscalls/sys_enter_sendto")
-int on_enter_sendto(struct sys_enter_ctx *ctx)
-{
-	return on_enter(WIRE_SYS_SENDTO, WIRE_TX, ctx->args[0], ctx->args[1], 0);
-}
-
-SEC("tracepoint/syscalls/sys_exit_sendto")
-int on_exit_sendto(struct sys_exit_ctx *ctx)
-{
-	return on_exit(ctx, WIRE_SYS_SENDTO);
-}
-
+WIRE_ENTER(sendto, WIRE_SYS_SENDTO, WIRE_TX, 0)
 /* recvfrom(fd, ubuf, size, flags, addr, addr_len) */
-SEC("tracepoint/syscalls/sys_enter_recvfrom")
-int on_enter_recvfrom(struct sys_enter_ctx *ctx)
-{
-	return on_enter(WIRE_SYS_RECVFROM, WIRE_RX, ctx->args[0], ctx->args[1], 0);
-}
-
-SEC("tracepoint/syscalls/sys_exit_recvfrom")
-int on_exit_recvfrom(struct sys_exit_ctx *ctx)
-{
-	return on_exit(ctx, WIRE_SYS_RECVFROM);
-}
-
+WIRE_ENTER(recvfrom, WIRE_SYS_RECVFROM, WIRE_RX, 0)
 /* write(fd, buf, count) */
-SEC("tracepoint/syscalls/sys_enter_write")
-int on_enter_write(struct sys_enter_ctx *ctx)
-{
-	return on_enter(WIRE_SYS_WRITE, WIRE_TX, ctx->args[0], ctx->args[1], 0);
-}
-
-SEC("tracepoint/syscalls/sys_exit_write")
-int on_exit_write(struct sys_exit_ctx *ctx)
-{
-	return on_exit(ctx, WIRE_SYS_WRITE);
-}
-
+WIRE_ENTER(write, WIRE_SYS_WRITE, WIRE_TX, 0)
 /* read(fd, buf, count) */
-SEC("tracepoint/syscalls/sys_enter_read")
-int on_enter_read(struct sys_enter_ctx *ctx)
-{
-	return on_enter(WIRE_SYS_READ, WIRE_RX, ctx->args[0], ctx->args[1], 0);
-}
-
-SEC("tracepoint/syscalls/sys_exit_read")
-int on_exit_read(struct sys_exit_ctx *ctx)
-{
-	return on_exit(ctx, WIRE_SYS_READ);
-}
-
+WIRE_ENTER(read, WIRE_SYS_READ, WIRE_RX, 0)
 /* writev(fd, vec, vlen) */
-SEC("tracepoint/syscalls/sys_enter_writev")
-int on_enter_writev(struct sys_enter_ctx *ctx)
-{
-	return on_enter(WIRE_SYS_WRITEV, WIRE_TX, ctx->args[0], ctx->args[1], ctx->args[2]);
-}
-
-SEC("tracepoint/syscalls/sys_exit_writev")
-int on_exit_writev(struct sys_exit_ctx *ctx)
-{
-	return on_exit(ctx, WIRE_SYS_WRITEV);
-}
-
+WIRE_ENTER(writev, WIRE_SYS_WRITEV, WIRE_TX, 1)
 /* readv(fd, vec, vlen) */
-SEC("tracepoint/syscalls/sys_enter_readv")
-int on_enter_readv(struct sys_enter_ctx *ctx)
-{
-	return on_enter(WIRE_SYS_READV, WIRE_RX, ctx->args[0], ctx->args[1], ctx->args[2]);
-}
-
-SEC("tracepoint/syscalls/sys_exit_readv")
-int on_exit_readv(struct sys_exit_ctx *ctx)
-{
-	return on_exit(ctx, WIRE_SYS_READV);
-}
+WIRE_ENTER(readv, WIRE_SYS_READV, WIRE_RX, 1)
 
 /* sendmsg(fd, msg, flags) / recvmsg(fd, msg, flags): the iovecs of the user msghdr. */
-static __always_inline int on_enter_msg(__u32 nr, __u8 direction, struct sys_enter_ctx *ctx)
+static __always_inline int on_enter_msg(__u32 nr, __u8 direction, __u64 *ctx)
 {
 	struct user_msghdr msg = {};
+	struct syscall_args3 a;
 
-	if (bpf_probe_read_user(&msg, sizeof(msg), (void *)ctx->args[1]))
+	if (read_args(ctx, &a))
+		return 0;
+	if (bpf_probe_read_user(&msg, sizeof(msg), (void *)a.si))
 		return 0;
 	if (msg.msg_iovlen == 0)
 		return 0;
-	return on_enter(nr, direction, ctx->args[0], (__u64)msg.msg_iov, msg.msg_iovlen);
+	return on_enter(nr, direction, a.di, (__u64)msg.msg_iov, msg.msg_iovlen);
 }
 
-SEC("tracepoint/syscalls/sys_enter_sendmsg")
-int on_enter_sendmsg(struct sys_enter_ctx *ctx)
+SEC("raw_tracepoint/sys_enter")
+int on_enter_sendmsg(__u64 *ctx)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-
-	if (!current_is_target(tgid))
-		return 0;
 	return on_enter_msg(WIRE_SYS_SENDMSG, WIRE_TX, ctx);
 }
 
-SEC("tracepoint/syscalls/sys_exit_sendmsg")
-int on_exit_sendmsg(struct sys_exit_ctx *ctx)
-{
-	return on_exit(ctx, WIRE_SYS_SENDMSG);
-}
 
-SEC("tracepoint/syscalls/sys_enter_recvmsg")
-int on_enter_recvmsg(struct sys_enter_ctx *ctx)
+SEC("raw_tracepoint/sys_enter")
+int on_enter_recvmsg(__u64 *ctx)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-
-	if (!current_is_target(tgid))
-		return 0;
 	return on_enter_msg(WIRE_SYS_RECVMSG, WIRE_RX, ctx);
 }
 
-SEC("tracepoint/syscalls/sys_exit_recvmsg")
-int on_exit_recvmsg(struct sys_exit_ctx *ctx)
-{
-	return on_exit(ctx, WIRE_SYS_RECVMSG);
-}

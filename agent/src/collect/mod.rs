@@ -7,6 +7,9 @@
 //! - Off-CPU: `on_sched_switch` on `tp_btf/sched_switch`, waits of at least
 //!   [`Options::offcpu_min_block_ns`].
 //! - Syscalls: `on_sys_enter` / `on_sys_exit` on the raw tracepoints of the same names.
+//! - Wire capture ([`wire`]): the same two programs tail-call the wire programs for the
+//!   eight wire syscalls; they are attached for the wire capture alone too (with
+//!   [`Options::syscalls`] off, their statistics part is switched off by a knob).
 //!
 //! "Nothing collected is lost": [`Collector::finish`] detaches the programs first and then
 //! drains every map, whatever ended the run (deadline, Ctrl-C, target gone, error); the
@@ -315,8 +318,11 @@ impl Collector {
         } else {
             None
         };
-        let mut syscalls = if options.syscalls {
-            let mut ebpf = load_object("syscalls", agent_ebpf::SYSCALLS_OBJECT, filter, &[])?;
+        // The raw_syscalls programs run the wire capture too (tail calls), so they are loaded
+        // for either; `count_syscalls` = 0 switches their statistics off.
+        let mut syscalls = if options.syscalls || options.wire {
+            let count_syscalls = u64::from(options.syscalls);
+            let mut ebpf = load_object("syscalls", agent_ebpf::SYSCALLS_OBJECT, filter, &[(names::GLOBAL_COUNT_SYSCALLS, &count_syscalls)])?;
             for name in [names::PROG_ON_SYS_ENTER, names::PROG_ON_SYS_EXIT] {
                 let prog: &mut RawTracePoint = program(&mut ebpf, name)?;
                 prog.load().map_err(|e| load_error(name, e))?;
@@ -327,7 +333,11 @@ impl Collector {
         };
 
         let mut wire = if options.wire {
-            Some(wire::WireCapture::load(filter, wire::WireOptions { db_port: options.db_port, ..Default::default() })?)
+            let capture = wire::WireCapture::load(filter, wire::WireOptions { db_port: options.db_port, ..Default::default() })?;
+            if let Some(ebpf) = syscalls.as_mut() {
+                capture.fill_program_arrays(ebpf)?;
+            }
+            Some(capture)
         } else {
             None
         };
@@ -336,6 +346,10 @@ impl Collector {
         let started = Instant::now();
         let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
 
+        // The wire capture's drain thread first: chunks flow as soon as the raw programs run.
+        if let Some(wire) = wire.as_mut() {
+            wire.attach(&target.pids()?)?;
+        }
         // A sys_exit without a recorded sys_enter (the call began before attaching) is
         // skipped by the program, so the attach order of the pair does not matter.
         if let Some(ebpf) = syscalls.as_mut() {
@@ -343,9 +357,6 @@ impl Collector {
                 let prog: &mut RawTracePoint = program(ebpf, name)?;
                 prog.attach(tp).map_err(|source| CollectError::Attach { program: name, source })?;
             }
-        }
-        if let Some(wire) = wire.as_mut() {
-            wire.attach(&target.pids()?)?;
         }
         if let Some(ebpf) = offcpu.as_mut() {
             let prog: &mut BtfTracePoint = program(ebpf, names::PROG_ON_SCHED_SWITCH)?;
@@ -444,11 +455,8 @@ impl Collector {
             push(ebpf, names::PROG_ON_SYS_ENTER);
             push(ebpf, names::PROG_ON_SYS_EXIT);
         }
-        if let Some(wire) = &self.wire {
-            for (name, _) in agent_ebpf::abi::wire::PROGRAMS {
-                push(wire.ebpf(), name);
-            }
-        }
+        // The wire programs run by tail calls from on_sys_enter/on_sys_exit: the kernel
+        // counts no statistics of their own (their time is in the callers' figures).
         out
     }
 
@@ -528,7 +536,8 @@ impl Collector {
         let syscalls = match &self.syscalls {
             Some(ebpf) => {
                 add_lost(ebpf, &mut lost)?;
-                drain_syscalls(ebpf)?
+                // Loaded for the wire capture alone: no statistics were kept.
+                if self.options.syscalls { drain_syscalls(ebpf)? } else { Vec::new() }
             }
             None => Vec::new(),
         };

@@ -1,7 +1,10 @@
 //! Wire capture: payload heads of the target's TCP sockets, decoded during the run.
 //!
-//! `wire.bpf.c` (agent-ebpf) hooks the per-syscall tracepoints of `sendto`, `recvfrom`,
-//! `write`, `read`, `writev`, `readv`, `sendmsg` and `recvmsg`, classifies the socket of each
+//! `wire.bpf.c` (agent-ebpf) has one enter and one exit program for each of `sendto`,
+//! `recvfrom`, `write`, `read`, `writev`, `readv`, `sendmsg` and `recvmsg`; they are not
+//! attached anywhere: the `raw_syscalls` programs of `syscalls.bpf.c` reach them by a BPF tail
+//! call after the target filter, through two program arrays indexed by syscall number that
+//! [`WireCapture::fill_program_arrays`] fills. They classify the socket of each
 //! call of the target in the kernel (PostgreSQL: peer port [`WireOptions::db_port`]; HTTP:
 //! local port among the target's listening ports, which this module finds in
 //! `/proc/PID/net/tcp{,6}` and keeps in the `http_ports` map), and sends one chunk per call
@@ -21,8 +24,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use agent_ebpf::abi::wire as abi;
-use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
-use aya::programs::TracePoint;
+use agent_ebpf::abi::names;
+use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, ProgramArray, RingBuf};
+use aya::programs::RawTracePoint;
 use aya::Ebpf;
 
 use super::{load_error, load_object, map_error, program, set_target_pids, CollectError};
@@ -97,8 +101,8 @@ impl WireCapture {
                 (abi::GLOBAL_HTTP_HEAD_BYTES, &options.http_head_bytes),
             ],
         )?;
-        for (name, _) in abi::PROGRAMS {
-            let prog: &mut TracePoint = program(&mut ebpf, name)?;
+        for name in abi::PROGRAMS.iter().map(|(name, _)| *name).chain([abi::PROG_ON_WIRE_EXIT]) {
+            let prog: &mut RawTracePoint = program(&mut ebpf, name)?;
             prog.load().map_err(|e| load_error(name, e))?;
         }
         Ok(WireCapture {
@@ -111,8 +115,27 @@ impl WireCapture {
         })
     }
 
-    /// Fills `http_ports` from the listening sockets of `pids`, starts the drain thread and
-    /// attaches the programs (exits first: an exit without its enter is skipped).
+    /// Puts the enter program of each wire syscall and the common exit program into the
+    /// program arrays of the loaded `syscalls` object, at index = the x86_64 syscall number,
+    /// so that its
+    /// `on_sys_enter` / `on_sys_exit` tail-call them.
+    pub(super) fn fill_program_arrays(&self, syscalls: &mut Ebpf) -> Result<(), CollectError> {
+        for (map_name, exit) in [(names::MAP_WIRE_ENTER_PROGRAMS, false), (names::MAP_WIRE_EXIT_PROGRAMS, true)] {
+            let map = syscalls.map_mut(map_name).ok_or_else(|| map_error(map_name, "missing"))?;
+            let mut array: ProgramArray<&mut MapData> = ProgramArray::try_from(map).map_err(|e| map_error(map_name, e))?;
+            for (enter_name, nr) in abi::PROGRAMS {
+                let name = if exit { abi::PROG_ON_WIRE_EXIT } else { enter_name };
+                let prog = self.ebpf.program(name).ok_or_else(|| map_error(map_name, format!("program {name} missing")))?;
+                let fd = prog.fd().map_err(|source| CollectError::Attach { program: name, source })?;
+                array.set(nr, fd, 0).map_err(|e| map_error(map_name, format!("{name} at {nr}: {e}")))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Fills `http_ports` from the listening sockets of `pids` and starts the drain thread.
+    /// The programs run once [`WireCapture::fill_program_arrays`] linked them and the
+    /// `raw_syscalls` programs are attached.
     pub(super) fn attach(&mut self, pids: &BTreeSet<u32>) -> Result<(), CollectError> {
         self.refresh_ports(pids)?;
         let map = self.ebpf.take_map(abi::MAP_WIRE_CHUNKS).ok_or_else(|| map_error(abi::MAP_WIRE_CHUNKS, "missing"))?;
@@ -124,10 +147,6 @@ impl WireCapture {
             .spawn(move || drain(ring, stop, decoded))
             .map_err(|e| map_error(abi::MAP_WIRE_CHUNKS, format!("spawning the drain thread: {e}")))?;
         self.thread = Some(thread);
-        for &(name, tracepoint) in abi::PROGRAMS.iter().rev() {
-            let prog: &mut TracePoint = program(&mut self.ebpf, name)?;
-            prog.attach(abi::TRACEPOINT_CATEGORY, tracepoint).map_err(|source| CollectError::Attach { program: name, source })?;
-        }
         Ok(())
     }
 
@@ -159,18 +178,10 @@ impl WireCapture {
         Ok(())
     }
 
-    /// The loaded object, for run statistics.
-    pub(super) fn ebpf(&self) -> &Ebpf {
-        &self.ebpf
-    }
-
-    /// Detaches the programs, lets the drain thread decode what is left in the ring buffer,
-    /// and returns the summary with the kernel's counters.
+    /// Lets the drain thread decode what is left in the ring buffer and returns the summary
+    /// with the kernel's counters. Call it after the `raw_syscalls` programs were detached
+    /// (nothing runs the wire programs then).
     pub(super) fn finish(mut self) -> Result<(WireSummary, WireCaptureReport), CollectError> {
-        for (name, _) in abi::PROGRAMS {
-            let prog: &mut TracePoint = program(&mut self.ebpf, name)?;
-            prog.unload().map_err(|source| CollectError::Attach { program: name, source })?;
-        }
         self.stop.store(true, Ordering::Release);
         let drained = match self.thread.take() {
             Some(t) => t.join().map_err(|_| map_error(abi::MAP_WIRE_CHUNKS, "the drain thread panicked"))?,
@@ -193,6 +204,8 @@ impl WireCapture {
             errors: sum(abi::stat_index::ERRORS)?,
             read_failures: sum(abi::stat_index::READ_FAILURES)?,
             http_no_start_line: sum(abi::stat_index::HTTP_NO_START_LINE)?,
+            class_hits: sum(abi::stat_index::CLASS_HITS)?,
+            class_misses: sum(abi::stat_index::CLASS_MISSES)?,
             chunks_by_syscall: drained.by_syscall,
         };
         let (summary, _) = drained.decoder.finish();
@@ -332,6 +345,14 @@ mod tests {
         let inodes: BTreeSet<u64> = [111u64].into_iter().collect();
         assert_eq!(parse_listening(text, &inodes), [0x1F90u16].into_iter().collect());
         assert!(parse_listening(text, &BTreeSet::new()).is_empty());
+    }
+
+    #[test]
+    fn program_array_slots_are_the_x86_64_numbers_of_their_syscalls() {
+        // syscall_name reads the table copied from arch/x86/entry/syscalls/syscall_64.tbl.
+        for (program, nr) in abi::PROGRAMS {
+            assert_eq!(program.trim_start_matches("on_enter_"), crate::collect::syscall_name(nr), "{program} at slot {nr}");
+        }
     }
 
     #[test]

@@ -114,6 +114,14 @@ pub struct WireCaptureReport {
     pub read_failures: u64,
     /// HTTP chunks that did not begin with a start line: sent without any byte.
     pub http_no_start_line: u64,
+    /// Calls whose socket class came from the kernel's per-file cache (`socket_classes`,
+    /// checked still valid: 8 kernel reads instead of 13). 0 in profiles of agents before it.
+    #[serde(default)]
+    pub class_hits: u64,
+    /// Calls on a socket that was classified in full (first call on it, or a stale cache
+    /// entry). Calls on files that are not sockets count in neither.
+    #[serde(default)]
+    pub class_misses: u64,
     /// Chunks per syscall name (`sendto`, `recvfrom`, `writev`, ...).
     pub chunks_by_syscall: std::collections::BTreeMap<String, u64>,
 }
