@@ -4,7 +4,9 @@
 //! plus the text summary, timed over a few repetitions. A benchmark to run by hand, not a
 //! test (the issue-6 goal is at most 2 s on this machine).
 //!
-//! Usage: `report_write_100k [STACKS] [REPEATS]` (defaults 100000 and 3). The profile is
+//! Usage: `report_write_100k [STACKS] [REPEATS] [KEEP_DIR]` (defaults 100000 and 3; with
+//! `KEEP_DIR`, the first run's files are left there, e.g. to compare them byte for byte with
+//! what `profiler report KEEP_DIR/profile.json` of another build writes). The profile is
 //! deterministic (a fixed-seed xorshift): 20,000 distinct functions over 40 modules, stacks
 //! 12-48 frames deep sharing a few root prefixes, as real Rust services have (runtime frames
 //! at the root, the request's frames at the leaf).
@@ -144,10 +146,14 @@ fn main() {
         profile.frames.len(),
         t.elapsed().as_secs_f64() * 1e3
     );
+    let keep = args.next().map(std::path::PathBuf::from);
     let dir = tempfile::tempdir().expect("temporary directory");
     let mut times = Vec::new();
     for r in 0..repeats.max(1) {
-        let out = dir.path().join(format!("run-{r}"));
+        let out = match &keep {
+            Some(keep) if r == 0 => keep.clone(),
+            _ => dir.path().join(format!("run-{r}")),
+        };
         let t = Instant::now();
         let written = profiler::render::write_all(&profile, &out).unwrap_or_else(|e| {
             eprintln!("report_write_100k: {e}");
@@ -179,7 +185,9 @@ fn main() {
                 );
             }
         }
-        let _ = std::fs::remove_dir_all(&out);
+        if keep.is_none() || r > 0 {
+            let _ = std::fs::remove_dir_all(&out);
+        }
     }
     times.sort_by(f64::total_cmp);
     println!(

@@ -7,6 +7,7 @@ pub mod attribute;
 pub mod commands;
 pub mod collect;
 pub mod diff;
+pub mod memory;
 pub mod profile;
 pub mod render;
 pub mod symbolize;

@@ -178,6 +178,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
     let reports_started = Instant::now();
     let profile = symbolize::symbolize(raw);
+    // The symbolizer's caches were dropped with it: give their heap back (crate::memory).
+    crate::memory::release_free();
     let written = render::write_all(&profile, &out).with_context(|| format!("cannot write into {}", out.display()))?;
     for path in &written {
         tracing::info!(path = %path.display(), "wrote");

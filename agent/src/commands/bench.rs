@@ -226,6 +226,9 @@ impl ProfileHook for AgentHook {
             let call_counts = counters.as_ref().map(|c| c.read());
             drop(counters);
             let profile = symbolize::symbolize(raw);
+            // The symbolizer's caches were dropped with it: give their heap back, so that
+            // this run's peak and the next run do not start from them (crate::memory).
+            crate::memory::release_free();
             render::write_all(&profile, &out).map_err(|e| format!("{e:#}"))?;
             if let Some(c) = &call_counts {
                 c.write(&out).map_err(|e| format!("writing counters.json: {e}"))?;
@@ -239,7 +242,10 @@ impl ProfileHook for AgentHook {
             crate::attribute::write_ranking(&profile, None, crate::attribute::Bound::Unknown, &opts, &out)
                 .map_err(|e| format!("writing ranking.md/json: {e}"))?;
             let samples = profile.on_cpu.iter().map(|c| c.count).sum();
-            Ok((samples, render::summary(&profile)))
+            let summary = render::summary(&profile);
+            drop(profile);
+            crate::memory::release_free();
+            Ok((samples, summary))
         });
         // Wait until the programs are attached (first tick) or the thread failed.
         let deadline = Instant::now() + Duration::from_secs(30);

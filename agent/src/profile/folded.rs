@@ -16,7 +16,6 @@
 //!
 //! [`Stack::truncated`]: super::Stack::truncated
 
-use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use super::{Frame, FrameKind, Profile, StackCount};
@@ -81,47 +80,52 @@ fn sanitize(name: &str) -> String {
 ///
 /// Out-of-range stack or frame indices (a hand-edited profile) fold as `[invalid]` frames
 /// rather than panicking.
+///
+/// Each frame's name ([`frame_name`]) is formatted once, not once per stack it appears in;
+/// each count's key is then concatenated from those names, and equal keys (different stacks
+/// or threads with the same names) are merged after one sort.
 pub fn fold(profile: &Profile, counts: &[StackCount], options: &Options) -> Vec<(String, u64)> {
-    let mut lines: BTreeMap<String, u64> = BTreeMap::new();
-    // Fold each distinct stack's frame names once, not once per thread.
-    let mut names: Vec<Option<String>> = vec![None; profile.stacks.len()];
+    let names: Vec<String> = profile.frames.iter().map(frame_name).collect();
+    let mut keyed: Vec<(String, u64)> = Vec::with_capacity(counts.len());
     for count in counts {
-        let stack_index = count.stack as usize;
-        let frames = match names.get_mut(stack_index) {
-            Some(slot) => slot
-                .get_or_insert_with(|| {
-                    let stack = &profile.stacks[stack_index];
-                    let mut s = String::new();
-                    if options.mark_truncated && stack.truncated {
-                        s.push_str(TRUNCATED_FRAME);
-                    }
-                    for &f in &stack.frames {
-                        if !s.is_empty() {
-                            s.push(';');
-                        }
-                        match profile.frames.get(f as usize) {
-                            Some(frame) => s.push_str(&frame_name(frame)),
-                            None => s.push_str("[invalid]"),
-                        }
-                    }
-                    s
-                })
-                .clone(),
-            None => "[invalid]".to_string(),
-        };
         let mut key = String::new();
         if options.include_thread {
-            key.push_str(&if count.thread.is_empty() {
-                "[unknown]".to_string()
+            if count.thread.is_empty() {
+                key.push_str("[unknown]");
             } else {
-                sanitize(&count.thread)
-            });
+                key.push_str(&sanitize(&count.thread));
+            }
         }
-        if !frames.is_empty() {
-            if !key.is_empty() {
+        // The frames part, `;`-joined; a separator goes before a name only when the part
+        // already holds something (an empty name adds nothing, as it always has), and the
+        // separator after the thread only when the part is not empty.
+        let thread_end = key.len();
+        if !key.is_empty() {
+            key.push(';');
+        }
+        let frames_start = key.len();
+        let push = |key: &mut String, name: &str| {
+            if key.len() > frames_start {
                 key.push(';');
             }
-            key.push_str(&frames);
+            key.push_str(name);
+        };
+        match profile.stacks.get(count.stack as usize) {
+            Some(stack) => {
+                if options.mark_truncated && stack.truncated {
+                    push(&mut key, TRUNCATED_FRAME);
+                }
+                for &f in &stack.frames {
+                    push(
+                        &mut key,
+                        names.get(f as usize).map_or("[invalid]", String::as_str),
+                    );
+                }
+            }
+            None => push(&mut key, "[invalid]"),
+        }
+        if key.len() == frames_start {
+            key.truncate(thread_end);
         }
         if key.is_empty() {
             key.push_str("[unknown]");
@@ -130,19 +134,24 @@ pub fn fold(profile: &Profile, counts: &[StackCount], options: &Options) -> Vec<
             Weight::Count => count.count,
             Weight::Micros => count.total_ns,
         };
-        let slot = lines.entry(key).or_insert(0);
-        *slot = slot.saturating_add(weight);
+        keyed.push((key, weight));
     }
+    keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut lines: Vec<(String, u64)> = Vec::with_capacity(keyed.len());
+    for (key, weight) in keyed {
+        match lines.last_mut() {
+            Some(last) if last.0 == key => last.1 = last.1.saturating_add(weight),
+            _ => lines.push((key, weight)),
+        }
+    }
+    lines.retain_mut(|(_, weight)| match options.weight {
+        Weight::Count => *weight > 0,
+        Weight::Micros => {
+            *weight = *weight / 1_000 + u64::from(*weight % 1_000 >= 500);
+            *weight > 0
+        }
+    });
     lines
-        .into_iter()
-        .filter_map(|(key, weight)| match options.weight {
-            Weight::Count => (weight > 0).then_some((key, weight)),
-            Weight::Micros => {
-                let us = weight / 1_000 + u64::from(weight % 1_000 >= 500);
-                (us > 0).then_some((key, us))
-            }
-        })
-        .collect()
 }
 
 /// Writes `counts` as folded stacks, one `stack weight\n` line each.
@@ -171,4 +180,67 @@ pub fn to_string(profile: &Profile, counts: &[StackCount], options: &Options) ->
         s.push('\n');
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{fold, Options};
+    use crate::profile::{Frame, FrameKind, Profile, Stack, StackCount};
+
+    /// Edge cases of the key rules, values worked out by hand from the module docs and the
+    /// rules the fold had before it concatenated cached frame names: an empty name adds no
+    /// separator while the frames part is still empty; out-of-range indices fold as
+    /// `[invalid]`; equal keys of different stacks and threads merge; lines sort bytewise.
+    #[test]
+    fn empty_names_invalid_indices_and_merged_keys() {
+        let frame = |function: &str, kind| Frame {
+            function: function.into(),
+            module: "m".into(),
+            kind,
+            inlined: false,
+            file: None,
+            line: None,
+        };
+        let profile = Profile {
+            frames: vec![
+                frame("", FrameKind::User),
+                frame("a", FrameKind::User),
+                frame("a", FrameKind::User),
+                frame("k", FrameKind::Kernel),
+            ],
+            stacks: vec![
+                Stack { frames: vec![0, 1], truncated: false },
+                Stack { frames: vec![2], truncated: false },
+                Stack { frames: vec![1, 9, 3], truncated: true },
+                Stack { frames: vec![], truncated: false },
+            ],
+            ..Profile::default()
+        };
+        let count = |thread: &str, stack, count| StackCount {
+            thread: thread.into(),
+            stack,
+            count,
+            ..StackCount::default()
+        };
+        let counts = [
+            count("t", 0, 1),
+            count("t", 1, 2),
+            count("t", 2, 3),
+            count("", 3, 4),
+            count("t", 7, 5),
+            count("u;v", 1, 0),
+        ];
+        let got = fold(&profile, &counts, &Options::default());
+        let want = [
+            ("[unknown]", 4),
+            ("t;[invalid]", 5),
+            ("t;[truncated];a;[invalid];k_[k]", 3),
+            ("t;a", 3),
+        ];
+        let want: Vec<(String, u64)> = want.iter().map(|(k, w)| (k.to_string(), *w)).collect();
+        assert_eq!(got, want);
+        let bare = Options { include_thread: false, ..Options::default() };
+        let got = fold(&profile, &counts[3..4], &bare);
+        assert_eq!(got, vec![("[unknown]".to_string(), 4)]);
+    }
 }

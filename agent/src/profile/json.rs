@@ -142,6 +142,14 @@ pub fn from_slice(bytes: &[u8], path: &Path) -> Result<Profile, JsonError> {
 /// Encodes `profile` as `profile.json` text (pretty-printed, keys sorted, `schema_version` set to
 /// [`SCHEMA_VERSION`], plus the `"format"` marker).
 pub fn to_vec(profile: &Profile) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec_pretty(&to_object(profile))
+        .expect("a serde_json::Value always serializes");
+    bytes.push(b'\n');
+    bytes
+}
+
+/// The JSON object [`to_vec`] prints: the profile's fields, `schema_version` and `"format"`.
+fn to_object(profile: &Profile) -> serde_json::Value {
     let mut value = match serde_json::to_value(profile) {
         Ok(serde_json::Value::Object(map)) => map,
         // Profile is a plain struct of strings, numbers and vectors: serde_json cannot fail
@@ -152,10 +160,7 @@ pub fn to_vec(profile: &Profile) -> Vec<u8> {
     let mut out = serde_json::Map::new();
     out.insert("format".into(), FORMAT.into());
     out.extend(value);
-    let mut bytes = serde_json::to_vec_pretty(&serde_json::Value::Object(out))
-        .expect("a serde_json::Value always serializes");
-    bytes.push(b'\n');
-    bytes
+    serde_json::Value::Object(out)
 }
 
 /// Writes `profile` to `path` (created or truncated). See [`to_vec`] for the content.
@@ -168,6 +173,8 @@ pub fn write(profile: &Profile, path: &Path) -> Result<(), JsonError> {
         source,
     };
     let mut file = BufWriter::new(File::create(path).map_err(io)?);
-    file.write_all(&to_vec(profile)).map_err(io)?;
+    // Straight into the file: the text of a large profile is not held in memory as well.
+    serde_json::to_writer_pretty(&mut file, &to_object(profile)).map_err(|e| io(e.into()))?;
+    file.write_all(b"\n").map_err(io)?;
     file.flush().map_err(io)
 }

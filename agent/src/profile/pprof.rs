@@ -19,7 +19,9 @@
 //!
 //! [`Meta::frequency_hz`]: super::Meta::frequency_hz
 
-use std::collections::HashMap;
+/// Hash maps of the interning tables: keys are names and frame indices built from our own
+/// profile (no untrusted input to flood them), so a fast hasher instead of SipHash.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 use std::io::Write;
 
 use flate2::write::GzEncoder;
@@ -100,11 +102,24 @@ pub fn build(profile: &Profile, kind: Kind) -> protos::Profile {
 
     let mut mappings: Vec<protos::Mapping> = Vec::new();
     let mut functions: Vec<protos::Function> = Vec::new();
-    let mut function_ids: HashMap<(std::borrow::Cow<'_, str>, Option<&str>), u64> = HashMap::new();
+    let mut function_ids: HashMap<(std::borrow::Cow<'_, str>, Option<&str>), u64> = HashMap::default();
+    // Per frame index: its function's id (0: not looked up yet), so that each frame's name is
+    // hashed once, not once per stack it appears in.
+    let mut frame_function_ids: Vec<u64> = vec![0; profile.frames.len()];
     let mut locations: Vec<protos::Location> = Vec::new();
-    // A location is identified by its frame indices (outer first).
-    let mut location_ids: HashMap<Vec<u32>, u64> = HashMap::new();
-    let mut stack_locations: HashMap<u32, Vec<u64>> = HashMap::new();
+    // A location is identified by its frame indices (outer first). Locations of one frame
+    // (most of them) are found by frame index; those with inlined frames by the group.
+    let mut frame_location_ids: Vec<u64> = vec![0; profile.frames.len()];
+    let mut group_location_ids: HashMap<Vec<u32>, u64> = HashMap::default();
+    // Per stack index: its location ids (leaf first) and how many samples still use them,
+    // so that the last sample takes the vector instead of a copy.
+    let mut stack_locations: Vec<Option<Vec<u64>>> = vec![None; profile.stacks.len()];
+    let mut stack_uses: Vec<u32> = vec![0; profile.stacks.len()];
+    for count in counts {
+        if let Some(uses) = stack_uses.get_mut(count.stack as usize) {
+            *uses += 1;
+        }
+    }
 
     // `go tool pprof` takes the first mapping as the main binary (its "File:" line): make it
     // the target's executable.
@@ -136,67 +151,92 @@ pub fn build(profile: &Profile, kind: Kind) -> protos::Profile {
     let label_truncated = strings.get("truncated");
     let value_true = strings.get("true");
 
+    let mut valid: Vec<u32> = Vec::new();
     let mut samples = Vec::with_capacity(counts.len());
     for count in counts {
-        let Some(stack) = profile.stacks.get(count.stack as usize) else {
+        let stack_index = count.stack as usize;
+        let Some(stack) = profile.stacks.get(stack_index) else {
             continue;
         };
-        if !stack_locations.contains_key(&count.stack) {
+        if stack_locations[stack_index].is_none() {
             // Group root-first frames into physical frames: a non-inlined frame starts a group,
             // the inlined frames after it (its callees, inlined into it) join the group.
-            let mut groups: Vec<Vec<u32>> = Vec::new();
-            for &f in &stack.frames {
-                let Some(frame) = profile.frames.get(f as usize) else {
-                    continue;
-                };
-                match groups.last_mut() {
-                    Some(group) if frame.inlined => group.push(f),
-                    _ => groups.push(vec![f]),
+            // Frames with an index out of range are left out first, so that every group is a
+            // run of `valid`.
+            valid.clear();
+            valid.extend(
+                stack
+                    .frames
+                    .iter()
+                    .copied()
+                    .filter(|&f| (f as usize) < profile.frames.len()),
+            );
+            let mut groups: Vec<&[u32]> = Vec::new();
+            let mut start = 0;
+            for (i, &f) in valid.iter().enumerate() {
+                if i > 0 && !profile.frames[f as usize].inlined {
+                    groups.push(&valid[start..i]);
+                    start = i;
                 }
+            }
+            if !valid.is_empty() {
+                groups.push(&valid[start..]);
             }
             let mut ids = Vec::with_capacity(groups.len());
             // Leaf first.
             for group in groups.into_iter().rev() {
-                if let Some(&id) = location_ids.get(&group) {
-                    ids.push(id);
+                let known = if group.len() == 1 {
+                    frame_location_ids[group[0] as usize]
+                } else {
+                    group_location_ids.get(group).copied().unwrap_or(0)
+                };
+                if known != 0 {
+                    ids.push(known);
                     continue;
                 }
                 let outer: &Frame = &profile.frames[group[0] as usize];
                 let module = module_name(outer);
-                let mapping_id = *mapping_ids.entry(module.to_string()).or_insert_with(|| {
-                    let id = mappings.len() as u64 + 1;
-                    mappings.push(protos::Mapping {
-                        id,
-                        filename: strings.get(module),
-                        has_functions: true,
-                        has_filenames: true,
-                        has_line_numbers: true,
-                        has_inline_frames: true,
-                        ..Default::default()
-                    });
-                    id
-                });
+                let mapping_id = match mapping_ids.get(module) {
+                    Some(&id) => id,
+                    None => {
+                        let id = mappings.len() as u64 + 1;
+                        mappings.push(protos::Mapping {
+                            id,
+                            filename: strings.get(module),
+                            has_functions: true,
+                            has_filenames: true,
+                            has_line_numbers: true,
+                            has_inline_frames: true,
+                            ..Default::default()
+                        });
+                        mapping_ids.insert(module.to_string(), id);
+                        id
+                    }
+                };
                 // profile.proto: "line[i] is inlined into line[i+1]": innermost first.
                 let lines = group
                     .iter()
                     .rev()
                     .map(|&f| {
                         let frame = &profile.frames[f as usize];
-                        let key = (frame.display_name(), frame.file.as_deref());
-                        let function_id = *function_ids.entry(key).or_insert_with_key(|key| {
-                            let id = functions.len() as u64 + 1;
-                            let name = strings.get(&key.0);
-                            functions.push(protos::Function {
-                                id,
-                                name,
-                                system_name: name,
-                                filename: strings.get(frame.file.as_deref().unwrap_or("")),
-                                start_line: 0,
+                        let slot = &mut frame_function_ids[f as usize];
+                        if *slot == 0 {
+                            let key = (frame.display_name(), frame.file.as_deref());
+                            *slot = *function_ids.entry(key).or_insert_with_key(|key| {
+                                let id = functions.len() as u64 + 1;
+                                let name = strings.get(&key.0);
+                                functions.push(protos::Function {
+                                    id,
+                                    name,
+                                    system_name: name,
+                                    filename: strings.get(frame.file.as_deref().unwrap_or("")),
+                                    start_line: 0,
+                                });
+                                id
                             });
-                            id
-                        });
+                        }
                         protos::Line {
-                            function_id,
+                            function_id: *slot,
                             line: i64::from(frame.line.unwrap_or(0)),
                         }
                     })
@@ -209,12 +249,21 @@ pub fn build(profile: &Profile, kind: Kind) -> protos::Profile {
                     line: lines,
                     is_folded: false,
                 });
-                location_ids.insert(group, id);
+                if group.len() == 1 {
+                    frame_location_ids[group[0] as usize] = id;
+                } else {
+                    group_location_ids.insert(group.to_vec(), id);
+                }
                 ids.push(id);
             }
-            stack_locations.insert(count.stack, ids);
+            stack_locations[stack_index] = Some(ids);
         }
-        let location_id = stack_locations[&count.stack].clone();
+        stack_uses[stack_index] -= 1;
+        let location_id = if stack_uses[stack_index] == 0 {
+            stack_locations[stack_index].take().unwrap_or_default()
+        } else {
+            stack_locations[stack_index].clone().unwrap_or_default()
+        };
         let value = match kind {
             Kind::OnCpu => vec![
                 count.count as i64,

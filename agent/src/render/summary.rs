@@ -14,28 +14,38 @@ use super::syscalls;
 /// and pprof files keep them apart). Names are folded-stack names ([`frame_name`]: kernel
 /// frames end in `_[k]`). Samples with an empty stack count as `[unknown]`.
 pub fn self_samples(profile: &Profile) -> Vec<(String, u64)> {
-    let mut by_name: HashMap<String, u64> = HashMap::new();
+    // Samples per leaf frame index first (the last slot: `[unknown]`), then per name, so
+    // that each frame's name is formatted once, not once per stack.
+    let unknown = profile.frames.len();
+    // `None`: no sample's leaf (a name with 0 samples is still listed when a count of 0 has it).
+    let mut by_frame: Vec<Option<u64>> = vec![None; unknown + 1];
     for count in &profile.on_cpu {
-        let frames: Vec<_> = profile
-            .stacks
-            .get(count.stack as usize)
-            .map(|s| {
-                s.frames
-                    .iter()
-                    .filter_map(|&f| profile.frames.get(f as usize))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let valid = || {
+            profile
+                .stacks
+                .get(count.stack as usize)
+                .into_iter()
+                .flat_map(|s| s.frames.iter())
+                .copied()
+                .filter(|&f| (f as usize) < unknown)
+        };
         // The last frame that was not inlined (the leaf's symbol); an all-inlined stack (a
         // hand-made file) falls back to its first frame.
-        let name = frames
-            .iter()
+        let leaf = valid()
             .rev()
-            .find(|f| !f.inlined)
-            .or(frames.first())
-            .map(|f| frame_name(f))
-            .unwrap_or_else(|| "[unknown]".to_string());
-        *by_name.entry(name).or_default() += count.count;
+            .find(|&f| !profile.frames[f as usize].inlined)
+            .or_else(|| valid().next())
+            .map_or(unknown, |f| f as usize);
+        *by_frame[leaf].get_or_insert(0) += count.count;
+    }
+    let mut by_name: HashMap<String, u64> = HashMap::new();
+    for (i, n) in by_frame.iter().enumerate() {
+        let Some(n) = *n else { continue };
+        let name = profile
+            .frames
+            .get(i)
+            .map_or_else(|| "[unknown]".to_string(), frame_name);
+        *by_name.entry(name).or_default() += n;
     }
     let mut v: Vec<_> = by_name.into_iter().collect();
     v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));

@@ -495,22 +495,43 @@ pub fn summary_lines(profile: &crate::profile::Profile) -> String {
                 "unwinding: frame pointers (walked in the kernel, no stack copy): {samples} samples, {:.1}% complete, 0 bytes copied per sample",
                 pct(samples.saturating_sub(truncated), samples)
             );
-            let mut by_module: HashMap<&str, (u64, u64)> = HashMap::new();
-            for c in &profile.on_cpu {
+            // Each user frame's module as an index into `modules`, looked up once per frame
+            // rather than compared by name in every stack.
+            let mut modules: Vec<&str> = Vec::new();
+            let mut module_index: HashMap<&str, usize> = HashMap::new();
+            let frame_module: Vec<Option<usize>> = profile
+                .frames
+                .iter()
+                .map(|f| {
+                    (f.kind == crate::profile::FrameKind::User && !f.module.is_empty()).then(|| {
+                        *module_index.entry(f.module.as_str()).or_insert_with(|| {
+                            modules.push(&f.module);
+                            modules.len() - 1
+                        })
+                    })
+                })
+                .collect();
+            // Per module: (samples, complete samples, the last count that counted it).
+            let mut by_module: Vec<(u64, u64, usize)> = vec![(0, 0, usize::MAX); modules.len()];
+            for (i, c) in profile.on_cpu.iter().enumerate() {
                 let Some(stack) = profile.stacks.get(c.stack as usize) else { continue };
-                let mut seen: Vec<&str> = Vec::new();
-                for f in stack.frames.iter().filter_map(|&f| profile.frames.get(f as usize)) {
-                    if f.kind == crate::profile::FrameKind::User && !f.module.is_empty() && !seen.contains(&f.module.as_str()) {
-                        seen.push(&f.module);
+                for &f in &stack.frames {
+                    let Some(&Some(m)) = frame_module.get(f as usize) else { continue };
+                    let e = &mut by_module[m];
+                    if e.2 != i {
+                        e.2 = i;
+                        e.0 += c.count;
+                        e.1 += if stack.truncated { 0 } else { c.count };
                     }
                 }
-                for m in seen {
-                    let e = by_module.entry(m).or_default();
-                    e.0 += c.count;
-                    e.1 += if stack.truncated { 0 } else { c.count };
-                }
             }
-            rows.extend(by_module.into_iter().map(|(m, (n, complete))| (m.to_owned(), "frame pointers".to_owned(), n, complete, 0)));
+            rows.extend(
+                modules
+                    .iter()
+                    .zip(&by_module)
+                    .filter(|(_, e)| e.2 != usize::MAX)
+                    .map(|(m, &(n, complete, _))| ((*m).to_owned(), "frame pointers".to_owned(), n, complete, 0)),
+            );
         }
     }
     rows.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
@@ -666,8 +687,9 @@ mod tests {
         // Frame pointers (no report): from the symbolized stacks, nothing copied.
         let frame = |module: &str| Frame { function: "f".into(), module: module.into(), kind: FrameKind::User, inlined: false, file: None, line: None };
         let mut p = Profile::default();
-        p.frames = vec![frame("app"), frame("libc.so.6")];
-        p.stacks = vec![Stack { frames: vec![0, 1], truncated: false }, Stack { frames: vec![1], truncated: true }];
+        // Stack 0 has two frames of `app`: its 30 samples count once for `app`.
+        p.frames = vec![frame("app"), frame("libc.so.6"), frame("app")];
+        p.stacks = vec![Stack { frames: vec![0, 2, 1], truncated: false }, Stack { frames: vec![1], truncated: true }];
         p.on_cpu = vec![count(0, 30), count(1, 10)];
         p.lost.truncated_stacks = 10;
         let text = summary_lines(&p);
