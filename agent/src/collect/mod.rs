@@ -644,15 +644,19 @@ fn stack_map(ebpf: &Ebpf) -> Result<StackTraceMap<&MapData>, CollectError> {
     StackTraceMap::try_from(map).map_err(|e| map_error(names::MAP_STACK_TRACES, e))
 }
 
-/// `-EFAULT`: what `bpf_get_stackid` returns for the kernel stack of a sample that interrupted
-/// user mode (there is none), as opposed to a stack that was lost.
-const EFAULT: i32 = 14;
+/// `-EEXIST`: `bpf_get_stackid` found the stack's hash bucket taken by another stack and kept
+/// nothing (include/uapi/linux/bpf.h, `BPF_F_REUSE_STACKID` not set).
+const EEXIST: i32 = 17;
+
+/// Whether a stack id stands for a stack the kernel took but lost to a hash collision. Other
+/// errors are not losses: `-EFAULT` is a kernel stack of a sample in user mode (there is none)
+/// or a user walk that found nothing (counted in `stack_walk_failures`).
+fn lost(id: i32) -> bool {
+    id == -EEXIST
+}
 
 fn raw_stack(key: &StackKey, user: Vec<u64>, kernel: Vec<u64>, count: u64, total_ns: u64) -> RawStack {
-    let lost = StackLost {
-        user: key.user_stack_id < 0 || (user.is_empty() && key.user_stack_id >= 0),
-        kernel: (key.kernel_stack_id < 0 && key.kernel_stack_id != -EFAULT) || (kernel.is_empty() && key.kernel_stack_id >= 0),
-    };
+    let lost = StackLost { user: lost(key.user_stack_id), kernel: lost(key.kernel_stack_id) };
     RawStack { pid: key.tgid, tid: key.pid, thread: comm_string(&key.comm), user, kernel, count, total_ns, lost }
 }
 
