@@ -37,10 +37,7 @@ pub const LOCK_COUNTER_PREFIX: &str = "lock:";
 /// `lock:<function>`, counting attempts to take the lock on its fast path. A binary that cannot
 /// be analysed adds no lock counter (logged).
 pub fn default_specs(binary: &Path, crates: &[String]) -> Vec<CounterSpec> {
-    let mut specs: Vec<CounterSpec> = DEFAULT_COUNTERS
-        .iter()
-        .map(|(name, what, re)| CounterSpec { name: name.to_string(), what: what.to_string(), at: ProbeAt::Symbols(re.to_string()) })
-        .collect();
+    let mut specs = symbol_specs(DEFAULT_COUNTERS);
     match super::locks::lock_functions(binary, crates) {
         Ok(fns) => specs.extend(fns.into_iter().filter(|f| !f.probes.is_empty()).map(|f| CounterSpec {
             what: format!("attempts to take the {} in {} (uprobe on the branch after its fast-path compare-and-swap)", f.kinds.join("/"), f.name),
@@ -50,6 +47,11 @@ pub fn default_specs(binary: &Path, crates: &[String]) -> Vec<CounterSpec> {
         Err(e) => tracing::warn!("no lock counters: {e}"),
     }
     specs
+}
+
+/// (name, meaning, mangled-name regex) triples as [`CounterSpec`]s on function entries.
+fn symbol_specs(specs: &[(&str, &str, &str)]) -> Vec<CounterSpec> {
+    specs.iter().map(|(name, what, re)| CounterSpec { name: name.to_string(), what: what.to_string(), at: ProbeAt::Symbols(re.to_string()) }).collect()
 }
 
 /// One counter's result.
@@ -199,9 +201,7 @@ impl Counters {
     /// No uprobe PMU, the binary or the cgroup cannot be opened. A counter whose function is
     /// not found, or whose events cannot be opened, is listed in [`CallCounts::unavailable`].
     pub fn open(binary: &Path, cgroup: &Path, specs: &[(&str, &str, &str)]) -> Result<Counters, String> {
-        let specs: Vec<CounterSpec> =
-            specs.iter().map(|(name, what, re)| CounterSpec { name: name.to_string(), what: what.to_string(), at: ProbeAt::Symbols(re.to_string()) }).collect();
-        Self::open_specs(binary, cgroup, &specs)
+        Self::open_specs(binary, cgroup, &symbol_specs(specs))
     }
 
     /// [`Counters::open`] with explicit [`CounterSpec`]s (symbols or addresses).
