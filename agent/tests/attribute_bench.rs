@@ -5,8 +5,9 @@
 //! outside the profiler); with `CRM_COSTS=none`
 //! no seeded cost is named and the counts are the table's `none` rows.
 //!
-//! Two short bench runs (`--only db,deals-create`, 1 run of 8 s, 2 s warm-up, 999 Hz so that
-//! the frame fingerprints get enough samples), about 1.5 minutes each. Needs root, Docker,
+//! Two short bench runs (`--only db,deals-create` with all costs, `db,deals-create,queries`
+//! with none; 1 run of 8 s, 2 s warm-up, 999 Hz so that the frame fingerprints get enough
+//! samples), about 1.5 and 2 minutes. Needs root, Docker,
 //! PostgreSQL and wrk, like `bench_smoke.rs`; `scripts/test` builds `target-app` beside
 //! `profiler` first.
 
@@ -19,12 +20,12 @@ use serde_json::Value;
 const SEEDED: [&str; 8] =
     ["pool-ping", "actor-set-config", "spawn-per-request", "global-locks", "metrics-labels", "wide-user-lookup", "double-json-parse", "change-events"];
 
-fn bench(costs: &str, out: &Path) {
+fn bench(costs: &str, only: &str, out: &Path) {
     let profiler = env!("CARGO_BIN_EXE_profiler");
     let app = Path::new(profiler).with_file_name("target-app");
     assert!(app.is_file(), "{} missing: build the workspace first (scripts/test does)", app.display());
     let status = Command::new(profiler)
-        .args(["bench", "--skip-build", "--name", "profiler-ci-attr", "--only", "db,deals-create"])
+        .args(["bench", "--skip-build", "--name", "profiler-ci-attr", "--only", only])
         .args(["--runs", "1", "--duration", "8", "--warmup", "2", "--frequency", "999", "--costs", costs, "--out"])
         .arg(out)
         .status()
@@ -45,11 +46,15 @@ fn cost<'a>(r: &'a Value, id: &str) -> &'a Value {
     r["costs"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("{id} not in the ranking: {:?}", ids(r)))
 }
 
-/// A per-request count equals the ground truth's integer (the window's edges leave at most a
-/// few requests of 5,000 or more half-counted: 0.02 is 100 of 5,000).
+/// A per-request count equals the ground truth's integer, up to the window's edges: the
+/// requests in flight on wrk's 64 connections when the steady window opens or closes are
+/// counted with part of their round trips. The bound is 0.02 per request (100 of 5,000
+/// requests) or 0.5 % of the count, whichever is larger: `/queries` has 40 round trips per
+/// request and a fifth of `/db`'s requests, so its edges weigh more (39.94 measured here).
 fn count(what: &str, got: &Value, truth: f64) {
     let g = got.as_f64().unwrap_or_else(|| panic!("{what}: not a number: {got}"));
-    assert!((g - truth).abs() <= 0.02, "{what}: {g:.4} per request, ground truth {truth}");
+    let bound = f64::max(0.02, truth * 0.005);
+    assert!((g - truth).abs() <= bound, "{what}: {g:.4} per request, ground truth {truth} (bound {bound})");
 }
 
 /// Per-request database figures of the ranking: (all round trips, pings, back-to-back pings,
@@ -84,9 +89,9 @@ fn shape_executions(d: &Value, needle: &str) -> f64 {
 #[test]
 fn bench_ranking_matches_the_ground_truth_with_all_costs_and_names_none_without() {
     let all = tempfile::tempdir().unwrap();
-    bench("all", all.path());
+    bench("all", "db,deals-create", all.path());
     let none = tempfile::tempdir().unwrap();
-    bench("none", none.path());
+    bench("none", "db,deals-create,queries", none.path());
 
     // GET /db, all: 3 round trips, of which 2 pings (one before checkout, one on release).
     let r = ranking(all.path(), "db");
@@ -150,4 +155,15 @@ fn bench_ranking_matches_the_ground_truth_with_all_costs_and_names_none_without(
     count("deals-create none: set_config", &Value::from(shape_executions(d, "set_config")), 0.0);
     count("deals-create none: tasks spawned", &calls(&r, "tokio_tasks_spawned"), 1.0);
     count("deals-create none: narrow user SELECT", &Value::from(shape_executions(d, "SELECT id, name, email FROM users WHERE id = ?")), 1.0);
+    // GET /queries?queries=20, none: each query checks a connection out, so sqlx's release
+    // ping comes 20 times per request; none is back-to-back, and pool-ping is not named (a
+    // validation run of stop 11 named it from the 19.95 pings alone).
+    let r = ranking(none.path(), "queries");
+    let named: Vec<String> = ids(&r).into_iter().filter(|i| SEEDED.contains(&i.as_str())).collect();
+    assert!(named.is_empty(), "queries with CRM_COSTS=none named {named:?}");
+    let d = db(&r);
+    count("queries none: round trips", &d["per_request"]["round_trips"], 40.0);
+    count("queries none: pings", &d["per_request"]["pings"], 20.0);
+    count("queries none: back-to-back pings", &d["pings_after_ping"], 0.0);
+    count("queries none: world SELECT", &Value::from(shape_executions(d, "FROM world WHERE id = ?")), 20.0);
 }

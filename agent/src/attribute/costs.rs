@@ -312,8 +312,10 @@ fn ping_regex() -> &'static Regex {
 /// ([`crate::wire::summary::PgSummary::pings_after_ping`]): a pool that pings a connection
 /// when it takes it back (sqlx 0.8 always does) and again before it hands it out sends two
 /// pings with no statement between them; the second is the ping before checkout and tells the
-/// driver nothing the first did not. Fires at 0.5 or more per request (or, in a capture
-/// without back-to-back counts, at 1.5 or more pings per request). Without a capture,
+/// driver nothing the first did not. Fires at 0.5 or more per request, whatever the total
+/// of pings: a request that checks out a connection per query has one release ping per query
+/// (`queries` with `CRM_COSTS=none`: 19.95 pings, 0 back-to-back per request), so the number
+/// of pings alone says nothing about the pool's checkout. Without a capture,
 /// frames: sqlx's `Connection::ping` / `check_idle_conn` / `test_before_acquire` under the
 /// pool's `acquire` (not under `return_to_pool`: see [`ping_on_release`]).
 pub fn pool_ping(ctx: &Ctx<'_>) -> Option<Finding> {
@@ -336,11 +338,9 @@ pub fn pool_ping(ctx: &Ctx<'_>) -> Option<Finding> {
     let frame_fires = samples >= MIN_SAMPLES;
     let (fires, confidence) = match wire {
         Some(w) => {
-            // Back-to-back pings decide; a capture without them (a profile written before they
-            // were counted) still fires at 1.5 or more pings per request.
+            // Back-to-back pings decide.
             let extra = ctx.wire_per_request(w.pg.pings_after_ping as f64).unwrap_or(0.0);
-            let pings = ctx.wire_per_request(w.pg.pings as f64).unwrap_or(0.0);
-            (extra >= 0.5 || pings >= 1.5, if frame_fires || extra >= 0.5 { Confidence::High } else { Confidence::Medium })
+            (extra >= 0.5, Confidence::High)
         }
         None => (frame_fires, Confidence::Medium),
     };
