@@ -19,7 +19,7 @@
 /* Entries of each stack-trace map (distinct stacks). */
 #define MAX_STACK_TRACES 16384
 
-/* Entries of the aggregation hashes (stack_counts, offcpu_stats). */
+/* Entries of the off-CPU aggregation hash (offcpu_stats). */
 #define MAX_STACK_COUNTS 65536
 
 /* Processes (tgids) a pid-set filter can hold. */
@@ -65,7 +65,7 @@ enum lost_index {
 	LOST_COUNTERS = 8,
 };
 
-/* Key of `stack_counts` (on-CPU) and `offcpu_stats` (off-CPU): one thread on one stack.
+/* Key of `offcpu_stats` (off-CPU): one thread on one stack.
  * Stack ids index `stack_traces`; a negative id is the error bpf_get_stackid returned
  * (no stack of that kind). */
 struct stack_key {
@@ -126,6 +126,22 @@ enum stack_sample_flags {
 	 * top of the stack mapping; stack_len says how far it got). */
 	STACK_SAMPLE_COPY_SHORT = 2,
 };
+
+/* One on-CPU sample of the frame-pointer sampler (`on_cpu_sample`, sample.bpf.c), sent
+ * through the `fp_samples` ring buffer with both stacks in the record (bpf_get_stack): no
+ * stack is interned in a stack-trace map, so no hash collision (-EEXIST) can lose one. The
+ * interning design lost 4.9-5.2% of the user stacks and 2.2-2.3% of the kernel stacks of
+ * target-app under `deals-list` at 999 Hz (16,384-entry map). */
+struct fp_sample {
+	__u32 tgid;               /* process id (host pid namespace) */
+	__u32 pid;                /* thread id (host pid namespace) */
+	__s32 user_stack_bytes;   /* bytes of user_stack[] filled (8 a frame), or -errno */
+	__s32 kernel_stack_bytes; /* bytes of kernel_stack[] filled, or -errno (user mode) */
+	char comm[COMM_LEN];      /* thread name at sample time */
+	__u64 user_stack[MAX_STACK_DEPTH];   /* user return addresses (frame-pointer walk), leaf first */
+	__u64 kernel_stack[MAX_STACK_DEPTH]; /* kernel return addresses, leaf first */
+};
+_Static_assert(sizeof(struct fp_sample) == 32 + 16 * MAX_STACK_DEPTH, "fp_sample size");
 
 /* One on-CPU sample with a copy of the user stack, sent through the `stack_samples` ring
  * buffer by `on_cpu_sample_stack_copy`; the agent unwinds it with .eh_frame CFI. */

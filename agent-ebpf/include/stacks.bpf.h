@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR Apache-2.0
 /*
- * The stack map and its loss accounting, shared by the programs that take stack ids
- * (sample.bpf.c, offcpu.bpf.c, stackcopy.bpf.c). Each BPF object gets its own instance of the
- * map; the agent reads it by the name `stack_traces` (abi.rs) from each object.
+ * The stack map and its loss accounting, for the programs that take stack ids (offcpu.bpf.c;
+ * the on-CPU samplers copy their stacks into ring-buffer records instead). Each BPF object
+ * that includes it gets its own instance of the map; the agent reads it by the name
+ * `stack_traces` (abi.rs).
  * Include after filter.bpf.h (for count_lost).
  */
 #ifndef PROFILER_STACKS_BPF_H

@@ -12,7 +12,7 @@ pub const COMM_LEN: usize = 16;
 pub const MAX_STACK_DEPTH: u32 = 127;
 /// Entries of each `stack_traces` map (`MAX_STACK_TRACES`).
 pub const MAX_STACK_TRACES: u32 = 16384;
-/// Entries of `stack_counts` and `offcpu_stats` (`MAX_STACK_COUNTS`).
+/// Entries of `offcpu_stats` (`MAX_STACK_COUNTS`).
 pub const MAX_STACK_COUNTS: u32 = 65536;
 /// Processes the `target_pids` hash can hold (`MAX_TARGET_PIDS`).
 pub const MAX_TARGET_PIDS: u32 = 8192;
@@ -110,8 +110,7 @@ impl StackSampleHeader {
     /// The valid part of `kernel_stack`, leaf first (empty when the sample interrupted user
     /// mode).
     pub fn kernel_frames(&self) -> &[u64] {
-        let n = usize::try_from(self.kernel_stack_bytes).unwrap_or(0) / 8;
-        &self.kernel_stack[..n.min(MAX_STACK_DEPTH as usize)]
+        valid_frames(&self.kernel_stack, self.kernel_stack_bytes)
     }
 }
 
@@ -126,8 +125,65 @@ pub const STACK_SAMPLE_HEADER_SIZE: usize = 64 + 8 * MAX_STACK_DEPTH as usize;
 /// Bytes of one `struct stack_sample` record (header, stack, slack chunk).
 pub const STACK_SAMPLE_SIZE: usize = STACK_SAMPLE_HEADER_SIZE + STACK_COPY_MAX_BYTES + STACK_COPY_CHUNK;
 
-/// `struct stack_key`: one thread on one (user, kernel) stack pair. Key of `stack_counts`
-/// and `offcpu_stats`.
+/// `struct fp_sample`: one on-CPU sample of the frame-pointer sampler (`on_cpu_sample`), sent
+/// through `fp_samples` with both stacks in the record (`bpf_get_stack`), [`FP_SAMPLE_SIZE`]
+/// bytes. Nothing is interned in a stack-trace map, so no stack is lost to a hash collision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub struct FpSample {
+    /// Process id (host pid namespace).
+    pub tgid: u32,
+    /// Thread id (host pid namespace).
+    pub pid: u32,
+    /// Bytes of `user_stack` that `bpf_get_stack(BPF_F_USER_STACK)` filled (8 a frame), or
+    /// the negative errno of a failed walk.
+    pub user_stack_bytes: i32,
+    /// Bytes of `kernel_stack` that `bpf_get_stack` filled, or the negative errno: no
+    /// kernel stack (the sample interrupted user mode).
+    pub kernel_stack_bytes: i32,
+    /// Thread name, NUL-padded.
+    pub comm: [u8; COMM_LEN],
+    /// User return addresses (frame-pointer walk), leaf first.
+    pub user_stack: [u64; MAX_STACK_DEPTH as usize],
+    /// Kernel return addresses, leaf first.
+    pub kernel_stack: [u64; MAX_STACK_DEPTH as usize],
+}
+
+impl FpSample {
+    /// The valid part of `user_stack`, leaf first (empty after a failed walk).
+    pub fn user_frames(&self) -> &[u64] {
+        valid_frames(&self.user_stack, self.user_stack_bytes)
+    }
+
+    /// The valid part of `kernel_stack`, leaf first (empty when the sample interrupted user
+    /// mode).
+    pub fn kernel_frames(&self) -> &[u64] {
+        valid_frames(&self.kernel_stack, self.kernel_stack_bytes)
+    }
+
+    /// Reads one record of the `fp_samples` ring buffer; `None` when `data` is shorter than
+    /// [`FP_SAMPLE_SIZE`].
+    pub fn read(data: &[u8]) -> Option<FpSample> {
+        if data.len() < FP_SAMPLE_SIZE {
+            return None;
+        }
+        // SAFETY: at least FP_SAMPLE_SIZE bytes; FpSample is plain integers and byte arrays
+        // (every bit pattern valid); read_unaligned has no alignment requirement.
+        Some(unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) })
+    }
+}
+
+/// The first `bytes / 8` addresses of `stack` (none for a negative `bytes`).
+fn valid_frames(stack: &[u64], bytes: i32) -> &[u64] {
+    let n = usize::try_from(bytes).unwrap_or(0) / 8;
+    &stack[..n.min(stack.len())]
+}
+
+/// Bytes of one `struct fp_sample` record.
+pub const FP_SAMPLE_SIZE: usize = 32 + 16 * MAX_STACK_DEPTH as usize;
+
+/// `struct stack_key`: one thread on one (user, kernel) stack pair. Key of
+/// `offcpu_stats`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[repr(C)]
 pub struct StackKey {
@@ -207,6 +263,11 @@ const _: () = assert!(size_of::<SyscallStat>() == 32 + 8 * LATENCY_BUCKETS);
 const _: () = assert!(offset_of!(SyscallStat, total_ns) == 24);
 const _: () = assert!(offset_of!(SyscallStat, latency_log2_ns) == 32);
 const _: () = assert!(size_of::<SyscallEntry>() == 16);
+const _: () = assert!(size_of::<FpSample>() == FP_SAMPLE_SIZE);
+const _: () = assert!(offset_of!(FpSample, kernel_stack_bytes) == 12);
+const _: () = assert!(offset_of!(FpSample, comm) == 16);
+const _: () = assert!(offset_of!(FpSample, user_stack) == 32);
+const _: () = assert!(offset_of!(FpSample, kernel_stack) == 32 + 8 * MAX_STACK_DEPTH as usize);
 const _: () = assert!(size_of::<StackSampleHeader>() == STACK_SAMPLE_HEADER_SIZE);
 const _: () = assert!(offset_of!(StackSampleHeader, ip) == 8);
 const _: () = assert!(offset_of!(StackSampleHeader, kernel_stack_bytes) == 32);
@@ -227,10 +288,10 @@ unsafe impl aya::Pod for SyscallStat {}
 
 /// Names in the BPF objects: maps, programs, knobs (`const volatile` globals) and hooks.
 pub mod names {
-    /// Stack-trace map of `sample` and `offcpu` (each object has its own).
+    /// Stack-trace map of `offcpu`.
     pub const MAP_STACK_TRACES: &str = "stack_traces";
-    /// On-CPU sample counts (`sample`): `StackKey` -> `u64` samples.
-    pub const MAP_STACK_COUNTS: &str = "stack_counts";
+    /// Ring buffer of `sample`: one `FpSample` per record.
+    pub const MAP_FP_SAMPLES: &str = "fp_samples";
     /// Off-CPU totals (`offcpu`): `StackKey` -> `OffcpuValue`.
     pub const MAP_OFFCPU_STATS: &str = "offcpu_stats";
     /// Threads switched out right now (`offcpu`): `u32` tid -> `OffcpuStart`.
@@ -441,4 +502,39 @@ pub mod wire {
     ];
     /// The one exit program of every wire syscall (tail-called by `on_sys_exit`).
     pub const PROG_ON_WIRE_EXIT: &str = "on_wire_exit";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record laid out by hand as `struct fp_sample` (profiler.h): header at 0..32, user
+    /// stack at 32, kernel stack at 32 + 8 * MAX_STACK_DEPTH.
+    #[test]
+    fn fp_sample_reads_the_valid_frames_only() {
+        let mut data = vec![0u8; FP_SAMPLE_SIZE];
+        data[0..4].copy_from_slice(&7u32.to_ne_bytes());
+        data[4..8].copy_from_slice(&9u32.to_ne_bytes());
+        data[8..12].copy_from_slice(&16i32.to_ne_bytes()); // two user frames
+        data[12..16].copy_from_slice(&(-14i32).to_ne_bytes()); // -EFAULT: user mode
+        data[16..21].copy_from_slice(b"tokio");
+        for (i, ip) in [0x1000u64, 0x2000, 0x3000].iter().enumerate() {
+            data[32 + 8 * i..40 + 8 * i].copy_from_slice(&ip.to_ne_bytes());
+        }
+        let k = 32 + 8 * MAX_STACK_DEPTH as usize;
+        data[k..k + 8].copy_from_slice(&0xffff_ffff_8100_0000u64.to_ne_bytes());
+        let s = FpSample::read(&data).unwrap();
+        assert_eq!((s.tgid, s.pid), (7, 9));
+        assert_eq!(&s.comm[..6], b"tokio\0");
+        assert_eq!(s.user_frames(), &[0x1000, 0x2000]);
+        assert!(s.kernel_frames().is_empty());
+        // A full stack, and a length past the array (never trusted).
+        data[8..12].copy_from_slice(&(8 * MAX_STACK_DEPTH as i32).to_ne_bytes());
+        data[12..16].copy_from_slice(&i32::MAX.to_ne_bytes());
+        let s = FpSample::read(&data).unwrap();
+        assert_eq!(s.user_frames().len(), MAX_STACK_DEPTH as usize);
+        assert_eq!(s.kernel_frames().len(), MAX_STACK_DEPTH as usize);
+        assert_eq!(s.kernel_frames()[0], 0xffff_ffff_8100_0000);
+        assert!(FpSample::read(&data[..FP_SAMPLE_SIZE - 1]).is_none());
+    }
 }

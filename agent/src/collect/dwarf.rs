@@ -17,19 +17,17 @@
 //! context switch is a different cost.
 
 use std::collections::{BTreeSet, HashMap};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use agent_ebpf::abi::{self, lost_index, names, StackSampleHeader};
-use aya::maps::{MapData, PerCpuArray, RingBuf};
-use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
+use agent_ebpf::abi::{self, names, StackSampleHeader};
+use aya::maps::{MapData, RingBuf};
 use aya::programs::PerfEvent;
 use aya::Ebpf;
 
-use super::{comm_string, load_error, load_object, map_error, program, set_target_pids, CollectError};
+use super::{attach_cpu_clock, drain_ring, load_error, load_object, map_error, program, raw_stacks, set_target_pids, CollectError, SampleKey};
 use crate::profile::{LostCounters, ModuleUnwind, RawStack, UnwindReport};
 use crate::target::Filter;
 use crate::unwind::{self, Sample, StackEnd, Unwinder};
@@ -42,7 +40,7 @@ pub enum Unwind {
     /// binaries built with or without frame pointers. Default.
     #[default]
     Auto,
-    /// Frame pointers, walked in the kernel (`bpf_get_stackid`): cheapest, but stacks stop at
+    /// Frame pointers, walked in the kernel (`bpf_get_stack`): cheapest, but stacks stop at
     /// code built without frame pointers (Debian's glibc, Rust release defaults).
     Fp,
     /// Stack copy + CFI only: a walk stops at code without CFI instead of guessing.
@@ -80,23 +78,9 @@ impl std::str::FromStr for Unwind {
 /// shallow stacks cost what they use (about 19 KiB per sample for those workers).
 pub const DEFAULT_STACK_COPY_BYTES: u64 = abi::STACK_COPY_MAX_BYTES as u64;
 
-/// How long the drain thread waits for the ring buffer before checking the stop flag, ms.
-const POLL_TIMEOUT_MS: i32 = 50;
-
-/// Aggregation key of unwound samples.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Key {
-    tgid: u32,
-    tid: u32,
-    comm: [u8; abi::COMM_LEN],
-    user: Vec<u64>,
-    /// Kernel stack, leaf first, as the record carried it.
-    kernel: Vec<u64>,
-}
-
 /// What the drain thread hands back.
 struct Drained {
-    counts: HashMap<Key, u64>,
+    counts: HashMap<SampleKey, u64>,
     report: UnwindReport,
     modules: Vec<unwind::ModuleStats>,
 }
@@ -137,17 +121,7 @@ impl StackCopy {
             .map_err(|e| map_error(names::MAP_STACK_SAMPLES, format!("spawning the drain thread: {e}")))?;
         self.thread = Some(thread);
 
-        let prog: &mut PerfEvent = program(&mut self.ebpf, names::PROG_ON_CPU_SAMPLE_STACK_COPY)?;
-        for &cpu in cpus {
-            prog.attach(
-                PerfEventConfig::Software(SoftwareEvent::CpuClock),
-                PerfEventScope::AllProcessesOneCpu { cpu },
-                SamplePolicy::Frequency(frequency_hz),
-                false,
-            )
-            .map_err(|source| CollectError::Attach { program: names::PROG_ON_CPU_SAMPLE_STACK_COPY, source })?;
-        }
-        Ok(())
+        attach_cpu_clock(&mut self.ebpf, names::PROG_ON_CPU_SAMPLE_STACK_COPY, cpus, frequency_hz)
     }
 
     /// Makes the pid-set filter of this object equal to `pids` (`old` is what it holds now).
@@ -172,28 +146,9 @@ impl StackCopy {
             Some(t) => t.join().map_err(|_| map_error(names::MAP_STACK_SAMPLES, "the drain thread panicked"))?,
             None => Drained { counts: HashMap::new(), report: UnwindReport::default(), modules: Vec::new() },
         };
+        // `add_lost` covers this object's ring-buffer and stack-copy losses.
         super::add_lost(&self.ebpf, lost)?;
-        let lost_map = self.ebpf.map(names::MAP_LOST).ok_or_else(|| map_error(names::MAP_LOST, "missing"))?;
-        let counters: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(lost_map).map_err(|e| map_error(names::MAP_LOST, e))?;
-        let sum = |i: u32| -> Result<u64, CollectError> { Ok(counters.get(&i, 0).map_err(|e| map_error(names::MAP_LOST, e))?.iter().sum()) };
-        lost.ringbuf_dropped += sum(lost_index::RINGBUF_FULL)?;
-        lost.stack_walk_failures += sum(lost_index::STACK_COPY_FAILURES)?;
-
-        let mut out: Vec<RawStack> = drained
-            .counts
-            .into_iter()
-            .map(|(key, count)| RawStack {
-                pid: key.tgid,
-                tid: key.tid,
-                thread: comm_string(&key.comm),
-                kernel: key.kernel,
-                user: key.user,
-                count,
-                total_ns: 0,
-                lost: Default::default(),
-            })
-            .collect();
-        out.sort_by(|a, b| b.count.cmp(&a.count).then(a.tid.cmp(&b.tid)));
+        let out = raw_stacks(drained.counts);
 
         let mut report = drained.report;
         report.modules = drained
@@ -225,28 +180,15 @@ impl StackCopy {
 
 /// The drain thread: waits on the ring buffer, unwinds and aggregates every sample, until
 /// `stop` is raised (after the program was detached) and the buffer is empty.
-fn drain(mut ring: RingBuf<MapData>, stop: Arc<AtomicBool>, mode: unwind::Mode, mut report: UnwindReport) -> Drained {
+fn drain(ring: RingBuf<MapData>, stop: Arc<AtomicBool>, mode: unwind::Mode, mut report: UnwindReport) -> Drained {
     let mut unwinder = Unwinder::new(mode);
-    let mut counts: HashMap<Key, u64> = HashMap::new();
-    loop {
-        // Read the flag before draining: samples submitted before the detach are all in the
-        // buffer by the time the flag is seen, so the last drain below gets them.
-        let stopping = stop.load(Ordering::Acquire);
-        while let Some(item) = ring.next() {
-            handle(&item, &mut unwinder, &mut counts, &mut report);
-        }
-        if stopping {
-            break;
-        }
-        let mut pfd = libc::pollfd { fd: ring.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        // SAFETY: one valid pollfd; the fd lives as long as `ring`.
-        unsafe { libc::poll(&mut pfd, 1, POLL_TIMEOUT_MS) };
-    }
+    let mut counts: HashMap<SampleKey, u64> = HashMap::new();
+    drain_ring(ring, &stop, |data| handle(data, &mut unwinder, &mut counts, &mut report));
     report.binaries_loaded = unwinder.binaries_loaded() as u64;
     Drained { counts, report, modules: unwinder.module_stats() }
 }
 
-fn handle(data: &[u8], unwinder: &mut Unwinder, counts: &mut HashMap<Key, u64>, report: &mut UnwindReport) {
+fn handle(data: &[u8], unwinder: &mut Unwinder, counts: &mut HashMap<SampleKey, u64>, report: &mut UnwindReport) {
     if data.len() < abi::STACK_SAMPLE_HEADER_SIZE {
         return;
     }
@@ -273,6 +215,6 @@ fn handle(data: &[u8], unwinder: &mut Unwinder, counts: &mut HashMap<Key, u64>, 
         StackEnd::BadAddress => report.truncated_bad_address += 1,
         StackEnd::DepthLimit | StackEnd::Error | StackEnd::ProcessGone => report.truncated_other += 1,
     }
-    let key = Key { tgid: h.tgid, tid: h.pid, comm: h.comm, user: u.frames, kernel: h.kernel_frames().to_vec() };
+    let key = SampleKey { tgid: h.tgid, tid: h.pid, comm: h.comm, user: u.frames, kernel: h.kernel_frames().to_vec() };
     *counts.entry(key).or_default() += 1;
 }

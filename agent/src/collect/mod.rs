@@ -2,8 +2,11 @@
 //! sets their knobs, attaches them, keeps the target filter current and drains the maps
 //! into a [`RawProfile`].
 //!
-//! - On-CPU: `on_cpu_sample` on a software CPU-clock perf event per online CPU, at
-//!   [`Options::frequency_hz`] (samples per second per CPU).
+//! - On-CPU: a software CPU-clock perf event per online CPU, at [`Options::frequency_hz`]
+//!   (samples per second per CPU), with `on_cpu_sample_stack_copy` ([`Unwind::Auto`] and
+//!   [`Unwind::Dwarf`], unwound in user space) or `on_cpu_sample` ([`Unwind::Fp`], stacks
+//!   walked in the kernel); both send one record per sample through a ring buffer that a
+//!   thread of the agent drains during the run.
 //! - Off-CPU: `on_sched_switch` on `tp_btf/sched_switch`, waits of at least
 //!   [`Options::offcpu_min_block_ns`].
 //! - Syscalls: `on_sys_enter` / `on_sys_exit` on the raw tracepoints of the same names.
@@ -17,16 +20,18 @@
 //! to the end of the run.
 
 mod dwarf;
+mod fp;
 mod syscall_names;
 pub mod wire;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use agent_ebpf::abi::{self, lost_index, names, FilterMode, OffcpuStart, OffcpuValue, StackKey, SyscallStat as AbiSyscallStat};
-use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, StackTraceMap};
+use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf, StackTraceMap};
 use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
 use aya::programs::{BtfTracePoint, PerfEvent, ProgramError, RawTracePoint};
 use aya::{Btf, Ebpf, EbpfError, EbpfLoader};
@@ -154,7 +159,8 @@ pub enum StopReason {
 /// Loaded and attached BPF objects for one target. Dropping it detaches everything;
 /// [`Collector::finish`] detaches and drains.
 pub struct Collector {
-    sample: Ebpf,
+    /// `None` only inside [`Collector::finish`], after the sampler was finished.
+    on_cpu: Option<OnCpu>,
     offcpu: Option<Ebpf>,
     syscalls: Option<Ebpf>,
     options: Options,
@@ -172,10 +178,85 @@ pub struct Collector {
     cpu_last_seen: Option<u64>,
     cpus: u32,
     processes: BTreeMap<u32, Process>,
-    /// On-CPU sampling with stack copies (`Unwind::Auto`/`Dwarf`); `sample` then stays unattached.
-    stack_copy: Option<dwarf::StackCopy>,
     /// Wire capture ([`Options::wire`]).
     wire: Option<wire::WireCapture>,
+}
+
+/// The on-CPU sampler of a run ([`Options::unwind`]).
+enum OnCpu {
+    /// [`Unwind::Fp`]: stacks walked in the kernel with frame pointers.
+    Fp(fp::FpSampler),
+    /// [`Unwind::Auto`] / [`Unwind::Dwarf`]: stack copies unwound in user space.
+    StackCopy(dwarf::StackCopy),
+}
+
+/// Aggregation key of the on-CPU samplers' records: one thread on one (user, kernel) stack
+/// pair, addresses leaf first.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct SampleKey {
+    tgid: u32,
+    tid: u32,
+    comm: [u8; abi::COMM_LEN],
+    user: Vec<u64>,
+    kernel: Vec<u64>,
+}
+
+/// Aggregated samples as [`RawStack`]s, most samples first (ties by thread id).
+fn raw_stacks(counts: HashMap<SampleKey, u64>) -> Vec<RawStack> {
+    let mut out: Vec<RawStack> = counts
+        .into_iter()
+        .map(|(key, count)| RawStack {
+            pid: key.tgid,
+            tid: key.tid,
+            thread: comm_string(&key.comm),
+            kernel: key.kernel,
+            user: key.user,
+            count,
+            total_ns: 0,
+            lost: StackLost::default(),
+        })
+        .collect();
+    out.sort_by(|a, b| b.count.cmp(&a.count).then(a.tid.cmp(&b.tid)));
+    out
+}
+
+/// How long a drain thread waits for its ring buffer before checking the stop flag, ms.
+const POLL_TIMEOUT_MS: i32 = 50;
+
+/// The body of a drain thread: hands every record of `ring` to `handle` until `stop` is
+/// raised (after the program was detached) and the buffer is empty; waits up to
+/// [`POLL_TIMEOUT_MS`] between drains.
+fn drain_ring(mut ring: RingBuf<MapData>, stop: &AtomicBool, mut handle: impl FnMut(&[u8])) {
+    loop {
+        // Read the flag before draining: records submitted before the detach are all in the
+        // buffer by the time the flag is seen, so the last drain below gets them.
+        let stopping = stop.load(Ordering::Acquire);
+        while let Some(item) = ring.next() {
+            handle(&item);
+        }
+        if stopping {
+            break;
+        }
+        let mut pfd = libc::pollfd { fd: ring.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd; the fd lives as long as `ring`.
+        unsafe { libc::poll(&mut pfd, 1, POLL_TIMEOUT_MS) };
+    }
+}
+
+/// Attaches perf-event program `name` of `ebpf` to a software CPU-clock event on each of
+/// `cpus`, at `frequency_hz` samples per second per CPU.
+fn attach_cpu_clock(ebpf: &mut Ebpf, name: &'static str, cpus: &[u32], frequency_hz: u64) -> Result<(), CollectError> {
+    let prog: &mut PerfEvent = program(ebpf, name)?;
+    for &cpu in cpus {
+        prog.attach(
+            PerfEventConfig::Software(SoftwareEvent::CpuClock),
+            PerfEventScope::AllProcessesOneCpu { cpu },
+            SamplePolicy::Frequency(frequency_hz),
+            false,
+        )
+        .map_err(|source| CollectError::Attach { program: name, source })?;
+    }
+    Ok(())
 }
 
 /// Kernel run statistics of one BPF program (`bpf_prog_info.run_cnt` / `run_time_ns`).
@@ -299,14 +380,9 @@ impl Collector {
         let cpus = aya::util::online_cpus().map_err(|(what, e)| map_error("online cpus", format!("{what}: {e}")))?;
 
         // Load everything first, attach after: a verifier error leaves nothing attached.
-        let mut sample = load_object("sample", agent_ebpf::SAMPLE_OBJECT, filter, &[])?;
-        {
-            let prog: &mut PerfEvent = program(&mut sample, names::PROG_ON_CPU_SAMPLE)?;
-            prog.load().map_err(|e| load_error(names::PROG_ON_CPU_SAMPLE, e))?;
-        }
-        let mut stack_copy = match options.unwind {
-            Unwind::Fp => None,
-            mode => Some(dwarf::StackCopy::load(filter, mode, options.stack_copy_bytes)?),
+        let mut on_cpu = match options.unwind {
+            Unwind::Fp => OnCpu::Fp(fp::FpSampler::load(filter)?),
+            mode => OnCpu::StackCopy(dwarf::StackCopy::load(filter, mode, options.stack_copy_bytes)?),
         };
         let mut offcpu = if options.offcpu {
             let min_block = options.offcpu_min_block_ns;
@@ -362,23 +438,13 @@ impl Collector {
             let prog: &mut BtfTracePoint = program(ebpf, names::PROG_ON_SCHED_SWITCH)?;
             prog.attach().map_err(|source| CollectError::Attach { program: names::PROG_ON_SCHED_SWITCH, source })?;
         }
-        if let Some(stack_copy) = stack_copy.as_mut() {
-            stack_copy.attach(&cpus, options.frequency_hz)?;
-        } else {
-            let prog: &mut PerfEvent = program(&mut sample, names::PROG_ON_CPU_SAMPLE)?;
-            for &cpu in &cpus {
-                prog.attach(
-                    PerfEventConfig::Software(SoftwareEvent::CpuClock),
-                    PerfEventScope::AllProcessesOneCpu { cpu },
-                    SamplePolicy::Frequency(options.frequency_hz),
-                    false,
-                )
-                .map_err(|source| CollectError::Attach { program: names::PROG_ON_CPU_SAMPLE, source })?;
-            }
+        match &mut on_cpu {
+            OnCpu::Fp(sampler) => sampler.attach(&cpus, options.frequency_hz)?,
+            OnCpu::StackCopy(stack_copy) => stack_copy.attach(&cpus, options.frequency_hz)?,
         }
 
         let mut collector = Collector {
-            sample,
+            on_cpu: Some(on_cpu),
             offcpu,
             syscalls,
             options: options.clone(),
@@ -395,7 +461,6 @@ impl Collector {
             cpu_last_seen: cpu_at_start,
             cpus: cpus.len() as u32,
             processes: BTreeMap::new(),
-            stack_copy,
             wire,
         };
         collector.note_processes(&target.pids()?);
@@ -405,9 +470,10 @@ impl Collector {
     /// Replaces the pid set of a [`Filter::Pids`] target in every object (`old` is the set
     /// loaded so far) and remembers the new processes.
     pub fn update_pids(&mut self, pids: &BTreeSet<u32>, old: &BTreeSet<u32>) -> Result<(), CollectError> {
-        set_target_pids(&mut self.sample, pids, old)?;
-        if let Some(stack_copy) = self.stack_copy.as_mut() {
-            stack_copy.update_pids(pids, old)?;
+        match &mut self.on_cpu {
+            Some(OnCpu::Fp(sampler)) => sampler.update_pids(pids, old)?,
+            Some(OnCpu::StackCopy(stack_copy)) => stack_copy.update_pids(pids, old)?,
+            None => {}
         }
         if let Some(ebpf) = self.offcpu.as_mut() {
             set_target_pids(ebpf, pids, old)?;
@@ -444,9 +510,10 @@ impl Collector {
                 out.push(ProgramStats { program: name, run_count: info.run_count(), run_time_ns: info.run_time().as_nanos() as u64 });
             }
         };
-        push(&self.sample, names::PROG_ON_CPU_SAMPLE);
-        if let Some(stack_copy) = &self.stack_copy {
-            push(stack_copy.ebpf(), names::PROG_ON_CPU_SAMPLE_STACK_COPY);
+        match &self.on_cpu {
+            Some(OnCpu::Fp(sampler)) => push(sampler.ebpf(), names::PROG_ON_CPU_SAMPLE),
+            Some(OnCpu::StackCopy(stack_copy)) => push(stack_copy.ebpf(), names::PROG_ON_CPU_SAMPLE_STACK_COPY),
+            None => {}
         }
         if let Some(ebpf) = &self.offcpu {
             push(ebpf, names::PROG_ON_SCHED_SWITCH);
@@ -488,11 +555,8 @@ impl Collector {
             bpf_run_ns: stats_on.then(|| stats.iter().map(|p| p.run_time_ns).sum()),
             bpf_run_count: stats_on.then(|| stats.iter().map(|p| p.run_count).sum()),
         };
-        // Stop recording before reading, so that the maps are consistent.
-        {
-            let prog: &mut PerfEvent = program(&mut self.sample, names::PROG_ON_CPU_SAMPLE)?;
-            prog.unload().map_err(|source| CollectError::Attach { program: names::PROG_ON_CPU_SAMPLE, source })?;
-        }
+        // Stop recording before reading, so that the maps are consistent (the on-CPU
+        // sampler detaches in its `finish`, below).
         if let Some(ebpf) = self.offcpu.as_mut() {
             let prog: &mut BtfTracePoint = program(ebpf, names::PROG_ON_SCHED_SWITCH)?;
             prog.unload().map_err(|source| CollectError::Attach { program: names::PROG_ON_SCHED_SWITCH, source })?;
@@ -517,15 +581,14 @@ impl Collector {
         let cpu_at_end = target.cpu_time_ns().or(self.cpu_last_seen);
 
         let mut lost = LostCounters::default();
-        let on_cpu = drain_on_cpu(&self.sample)?;
-        let (on_cpu, unwind) = match self.stack_copy.take() {
-            Some(stack_copy) => {
+        let (on_cpu, unwind) = match self.on_cpu.take() {
+            Some(OnCpu::Fp(sampler)) => (sampler.finish(&mut lost)?, None),
+            Some(OnCpu::StackCopy(stack_copy)) => {
                 let (stacks, report) = stack_copy.finish(&mut lost)?;
                 (stacks, Some(report))
             }
-            None => (on_cpu, None),
+            None => (Vec::new(), None),
         };
-        add_lost(&self.sample, &mut lost)?;
         let off_cpu = match &self.offcpu {
             Some(ebpf) => {
                 add_lost(ebpf, &mut lost)?;
@@ -658,23 +721,6 @@ fn lost(id: i32) -> bool {
 fn raw_stack(key: &StackKey, user: Vec<u64>, kernel: Vec<u64>, count: u64, total_ns: u64) -> RawStack {
     let lost = StackLost { user: lost(key.user_stack_id), kernel: lost(key.kernel_stack_id) };
     RawStack { pid: key.tgid, tid: key.pid, thread: comm_string(&key.comm), user, kernel, count, total_ns, lost }
-}
-
-fn drain_on_cpu(ebpf: &Ebpf) -> Result<Vec<RawStack>, CollectError> {
-    let stacks = stack_map(ebpf)?;
-    let map = ebpf.map(names::MAP_STACK_COUNTS).ok_or_else(|| map_error(names::MAP_STACK_COUNTS, "missing"))?;
-    let counts: BpfHashMap<&MapData, StackKey, u64> =
-        BpfHashMap::try_from(map).map_err(|e| map_error(names::MAP_STACK_COUNTS, e))?;
-    let mut cache = HashMap::new();
-    let mut out = Vec::new();
-    for entry in counts.iter() {
-        let (key, count) = entry.map_err(|e| map_error(names::MAP_STACK_COUNTS, e))?;
-        let user = stack(&stacks, &mut cache, key.user_stack_id);
-        let kernel = stack(&stacks, &mut cache, key.kernel_stack_id);
-        out.push(raw_stack(&key, user, kernel, count, 0));
-    }
-    out.sort_by(|a, b| b.count.cmp(&a.count).then(a.tid.cmp(&b.tid)));
-    Ok(out)
 }
 
 fn drain_off_cpu(ebpf: &Ebpf, end_ktime: u64, min_block_ns: u64) -> Result<Vec<RawStack>, CollectError> {

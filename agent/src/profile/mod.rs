@@ -267,7 +267,8 @@ pub struct RawStack {
     /// For off-CPU: total time switched out, ns. 0 for on-CPU.
     pub total_ns: u64,
     /// Which stack the kernel took but could not keep (`bpf_get_stackid` failed, e.g.
-    /// `-EEXIST`, a hash collision in the stack-trace map): symbolization puts
+    /// `-EEXIST`, a hash collision in the stack-trace map; off-CPU only, the on-CPU samplers
+    /// copy their stacks into their records): symbolization puts
     /// [`crate::symbolize::USER_STACK_LOST`] / [`crate::symbolize::KERNEL_STACK_LOST`] in its
     /// place, so that the sample's self time is not given to the frames above.
     #[serde(default)]
