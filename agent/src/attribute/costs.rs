@@ -176,7 +176,8 @@ impl Ctx<'_> {
         let mut frames: HashMap<&str, u64> = HashMap::new();
         for (si, stack) in self.profile.stacks.iter().enumerate() {
             let n = self.attr.stack_samples[si];
-            if n == 0 {
+            // The agent's own cost (its BPF programs, its uprobe traps) is no cost of the app's.
+            if n == 0 || self.attr.stack_profiler[si] {
                 continue;
             }
             let hits = select(si, &stack.frames);
@@ -208,7 +209,7 @@ impl Ctx<'_> {
     }
 
     fn finding(&self, id: &str, title: String, confidence: Confidence, samples: u64, frames: Vec<FrameSamples>) -> Finding {
-        let share = self.attr.share(samples);
+        let share = self.attr.app_share(samples);
         Finding {
             id: id.to_string(),
             title,
@@ -216,7 +217,7 @@ impl Ctx<'_> {
             confidence,
             samples,
             cpu_share: share,
-            cpu_share_se: self.attr.share_se(share),
+            cpu_share_se: self.attr.app_share_se(share),
             cpu_us_per_request: self.attr.us_per_request(samples as f64),
             round_trips_per_request: None,
             db_latency_us_per_request: None,
@@ -228,11 +229,15 @@ impl Ctx<'_> {
 
     fn samples_line(&self, what: &str, samples: u64) -> String {
         let us = self.attr.us_per_request(samples as f64).map_or(String::new(), |u| format!(", {u:.2} µs of CPU per request"));
+        let agent = match self.attr.profiler_samples {
+            0 => String::new(),
+            n => format!(" ({n} samples of the agent's own BPF programs and uprobe traps left out)"),
+        };
         format!(
-            "{samples} of {} on-CPU samples ({:.2}% ± {:.2}) {what}{us}",
-            self.attr.samples,
-            100.0 * self.attr.share(samples),
-            100.0 * self.attr.share_se(self.attr.share(samples))
+            "{samples} of the app's {} on-CPU samples ({:.2}% ± {:.2}) {what}{us}{agent}",
+            self.attr.app_samples(),
+            100.0 * self.attr.app_share(samples),
+            100.0 * self.attr.app_share_se(self.attr.app_share(samples))
         )
     }
 
@@ -315,7 +320,10 @@ fn ping_regex() -> &'static Regex {
 /// driver nothing the first did not. Fires at 0.5 or more per request, whatever the total
 /// of pings: a request that checks out a connection per query has one release ping per query
 /// (`queries` with `CRM_COSTS=none`: 19.95 pings, 0 back-to-back per request), so the number
-/// of pings alone says nothing about the pool's checkout. Without a capture,
+/// of pings alone says nothing about the pool's checkout. A capture from a profile written
+/// before they were counted ([`crate::wire::summary::PgSummary::pings_after_ping_not_counted`])
+/// fires at 1.5 or more pings per request, which holds for one checkout per request only.
+/// Without a capture,
 /// frames: sqlx's `Connection::ping` / `check_idle_conn` / `test_before_acquire` under the
 /// pool's `acquire` (not under `return_to_pool`: see [`ping_on_release`]).
 pub fn pool_ping(ctx: &Ctx<'_>) -> Option<Finding> {
@@ -337,6 +345,12 @@ pub fn pool_ping(ctx: &Ctx<'_>) -> Option<Finding> {
     let wire = ctx.wire.filter(|w| w.pg.round_trips > 0);
     let frame_fires = samples >= MIN_SAMPLES;
     let (fires, confidence) = match wire {
+        Some(w) if w.pg.pings_after_ping_not_counted => {
+            // A profile written before back-to-back pings were counted: 1.5 or more pings per
+            // request, which assumes one checkout per request, with medium confidence.
+            let pings = ctx.wire_per_request(w.pg.pings as f64).unwrap_or(0.0);
+            (pings >= 1.5, if frame_fires { Confidence::High } else { Confidence::Medium })
+        }
         Some(w) => {
             // Back-to-back pings decide.
             let extra = ctx.wire_per_request(w.pg.pings_after_ping as f64).unwrap_or(0.0);

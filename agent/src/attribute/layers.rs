@@ -36,6 +36,11 @@ pub struct LayerRow {
     pub total_us_per_request: Option<f64>,
 }
 
+/// Category of the layers that are the agent's own instrumentation (`rules/rust-web.toml`:
+/// "profiler BPF", "profiler uprobes"). Samples on a stack with such a frame are left out of
+/// every named cost and of the app CPU a cost's share is taken of.
+pub const PROFILER_CATEGORY: &str = "profiler";
+
 /// Per-frame and per-stack attribution of a profile, shared by the layer table and the
 /// cost fingerprints.
 #[derive(Debug, Clone)]
@@ -50,6 +55,11 @@ pub struct Attribution {
     pub stack_self: Vec<Option<usize>>,
     /// All on-CPU samples.
     pub samples: u64,
+    /// Per stack index: whether a frame of the stack is in a layer of category
+    /// [`PROFILER_CATEGORY`] (the agent's own BPF programs and uprobe traps).
+    pub stack_profiler: Vec<bool>,
+    /// On-CPU samples on those stacks: the agent's cost, not the app's.
+    pub profiler_samples: u64,
     /// On-CPU samples on stacks marked truncated.
     pub truncated_samples: u64,
     /// Sampling period, µs (`1e6 / frequency_hz`); `None` when the frequency is 0.
@@ -80,6 +90,16 @@ impl Attribution {
             .map(|s| s.frames.iter().rev().find_map(|&f| frame_layers.get(f as usize).copied().flatten()))
             .collect();
         let samples = stack_samples.iter().sum();
+        let stack_profiler: Vec<bool> = profile
+            .stacks
+            .iter()
+            .map(|s| {
+                s.frames.iter().any(|&f| {
+                    frame_layers.get(f as usize).copied().flatten().is_some_and(|l| rules.layers()[l].category == PROFILER_CATEGORY)
+                })
+            })
+            .collect();
+        let profiler_samples = stack_samples.iter().zip(&stack_profiler).filter(|(_, &p)| p).map(|(n, _)| n).sum();
         let truncated_samples =
             profile.stacks.iter().zip(&stack_samples).filter(|(s, _)| s.truncated).map(|(_, n)| n).sum();
         let period_us = (profile.meta.frequency_hz > 0).then(|| 1e6 / profile.meta.frequency_hz as f64);
@@ -89,6 +109,8 @@ impl Attribution {
             stack_samples,
             stack_self,
             samples,
+            stack_profiler,
+            profiler_samples,
             truncated_samples,
             period_us,
             requests: requests.filter(|&r| r > 0),
@@ -107,6 +129,29 @@ impl Attribution {
             0.0
         } else {
             samples as f64 / self.samples as f64
+        }
+    }
+
+    /// The app's samples: all but [`Attribution::profiler_samples`].
+    pub fn app_samples(&self) -> u64 {
+        self.samples - self.profiler_samples
+    }
+
+    /// `samples / the app's samples` ([`Attribution::app_samples`], 0 when there are none):
+    /// a share of the CPU the app would use without the agent, which is what removing a cost
+    /// gives back. Named costs use it.
+    pub fn app_share(&self, samples: u64) -> f64 {
+        match self.app_samples() {
+            0 => 0.0,
+            n => samples as f64 / n as f64,
+        }
+    }
+
+    /// Binomial standard error of a share `p` of the app's samples.
+    pub fn app_share_se(&self, p: f64) -> f64 {
+        match self.app_samples() {
+            0 => 0.0,
+            n => (p * (1.0 - p) / n as f64).sqrt(),
         }
     }
 

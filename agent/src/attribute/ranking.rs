@@ -294,7 +294,7 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         .sum();
     let inputs = GainInputs {
         round_trips_per_request: db_per_request.as_ref().map(|d| d.per_request.round_trips),
-        driver_cpu_share: attr.share(driver_samples),
+        driver_cpu_share: attr.app_share(driver_samples),
         cpu_us_per_request: attr.us_per_request(attr.samples as f64),
         base_req_per_s: opts.base_req_per_s,
     };
@@ -467,7 +467,7 @@ impl DbPerRequest {
 }
 
 fn generic(attr: &Attribution, id: &str, title: String, samples: u64, evidence: Vec<String>) -> Finding {
-    let share = attr.share(samples);
+    let share = attr.app_share(samples);
     Finding {
         id: id.into(),
         title,
@@ -475,7 +475,7 @@ fn generic(attr: &Attribution, id: &str, title: String, samples: u64, evidence: 
         confidence: Confidence::High,
         samples,
         cpu_share: share,
-        cpu_share_se: attr.share_se(share),
+        cpu_share_se: attr.app_share_se(share),
         cpu_us_per_request: attr.us_per_request(samples as f64),
         round_trips_per_request: None,
         db_latency_us_per_request: None,

@@ -117,6 +117,12 @@ impl TransactionSummary {
     }
 }
 
+/// Serde default of [`PgSummary::pings_after_ping_not_counted`]: a profile without the field
+/// predates the count.
+fn absent_means_legacy() -> bool {
+    true
+}
+
 /// PostgreSQL side of a [`WireSummary`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PgSummary {
@@ -145,6 +151,11 @@ pub struct PgSummary {
     /// Sum of the latencies of the answered [`PgSummary::pings_after_ping`], ns.
     #[serde(default)]
     pub pings_after_ping_latency_total_ns: u64,
+    /// True for a summary read from a profile written before back-to-back pings were counted
+    /// (the field is absent there): its `pings_after_ping` is 0 because nothing counted them.
+    /// Always false in what this agent writes.
+    #[serde(default = "absent_means_legacy")]
+    pub pings_after_ping_not_counted: bool,
     /// Statement executions, all shapes.
     pub statement_executions: u64,
     /// Executions of statements prepared before the capture (shape not known).
@@ -473,6 +484,7 @@ impl Timeline {
             pg.by_kind.other += p.by_kind.other;
             pg.ping_latency_total_ns += p.ping_latency_total_ns;
             pg.pings_after_ping += p.pings_after_ping;
+            pg.pings_after_ping_not_counted |= p.pings_after_ping_not_counted;
             pg.pings_after_ping_latency_total_ns += p.pings_after_ping_latency_total_ns;
             pg.statement_executions += p.statement_executions;
             pg.prepared_before_attach_executions += p.prepared_before_attach_executions;
