@@ -206,6 +206,28 @@ fn the_agents_own_samples_are_no_cost() {
     assert!(f.evidence[0].ends_with("(50 samples of the agent's own BPF programs and uprobe traps left out)"), "{}", f.evidence[0]);
 }
 
+/// A getrandom syscall per request names `metrics-labels` with low confidence even when no
+/// sample lands in the id or label code (a database-bound test at 99 Hz: `queries` in a
+/// validation run had 1.003 per request and no uuid sample); 3 in 1000 requests do not.
+#[test]
+fn metrics_labels_from_the_getrandom_count_alone() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/attribute/costs/without.txt");
+    // Without its 3 uuid samples, so that only the count can tell.
+    let uuid = "on 3 start_thread;tokio::runtime::scheduler::multi_thread::worker::run;myapp::ctx::Ctx::call;uuid::v4::<impl uuid::Uuid>::new_v4;getrandom_[k]\n";
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(text.contains(uuid));
+    let text = text.replace(uuid, "");
+    let (p, req) = parse("without", &text);
+    assert!(cost(&ranked(&p, req, None), "metrics-labels").is_none());
+    let (p, req) = parse("without+getrandom", &text.replace("syscall getrandom 3", "syscall getrandom 1000"));
+    let r = ranked(&p, req, None);
+    let m = cost(&r, "metrics-labels").expect("fires on the count");
+    assert_eq!(m.confidence, Confidence::Low);
+    assert!(m.evidence.iter().any(|e| e == "getrandom syscalls: 1000 (1.00 per request)"), "{:?}", m.evidence);
+    let (p, req) = parse("without+some", &text.replace("syscall getrandom 3", "syscall getrandom 899"));
+    assert!(cost(&ranked(&p, req, None), "metrics-labels").is_none(), "0.899 per request is below the bound");
+}
+
 #[test]
 fn metrics_double_parse_and_events_by_hand() {
     let (p, req) = load("with.txt");
