@@ -601,11 +601,15 @@ pub fn run(args: Args) -> Result<u8> {
     let md = render_markdown(&v);
     std::fs::write(out.join("validation.md"), &md).with_context(|| format!("writing {}", out.join("validation.md").display()))?;
     println!(
-        "validation: precision {}, recall {}, mean absolute error {} ({} rows); wrote {}",
+        "validation: precision {} ({} of {} reports), recall {} ({} of {} present rows), mean absolute error {} ({} rows); wrote {}",
         opt_ratio(v.precision),
+        v.counts.true_detections,
+        v.counts.seeded_reports,
         opt_ratio(v.recall),
+        v.counts.true_detections,
+        v.counts.present_rows,
         v.mean_abs_error_pp.map_or("n/a".into(), |e| format!("{e:.1} pp")),
-        v.rows.len(),
+        v.counts.error_rows,
         json_path.display()
     );
     if gain_failed > 0 {
