@@ -220,46 +220,19 @@ enum wire_syscall {
 enum wire_stat_index {
 	WIRE_STAT_CHUNKS = 0,        /* chunks sent to the ring buffer */
 	WIRE_STAT_RINGBUF_FULL = 1,  /* chunks lost: `wire_chunks` was full */
-	WIRE_STAT_NO_STORAGE = 2,    /* calls lost: no task storage for the entry */
+	WIRE_STAT_OTHER_CALLS = 2,   /* calls on classified sockets through other syscalls
+	                              * (sendmmsg, sendfile, ...) or from kernel threads: no chunk */
 	WIRE_STAT_EAGAIN = 3,        /* calls on classified sockets that returned -EAGAIN */
 	WIRE_STAT_ERRORS = 4,        /* ... that returned another error, or 0 */
 	WIRE_STAT_READ_FAILURES = 5, /* chunks whose head could not be read from user memory */
 	WIRE_STAT_HTTP_NO_START_LINE = 6, /* HTTP chunks not starting with a start line: sent without head */
-	WIRE_STAT_CLASS_HITS = 7,    /* socket classes taken from `socket_classes` (checked, still valid) */
-	WIRE_STAT_CLASS_MISSES = 8,  /* sockets classified in full (not cached, or the cached entry was stale) */
-	WIRE_STAT_COUNTERS = 9,
+	WIRE_STAT_COUNTERS = 7,
 };
-
-/* Most sockets whose class `socket_classes` (LRU hash) keeps. */
-#define WIRE_SOCKET_CLASSES 8192
-
-/* Value of `socket_classes` (key: the `struct file *` of a socket): a classification and
- * what makes it still valid: the file's socket still has this `sk`, whose port pair
- * (`skc_portpair`: peer port, local port) is unchanged. */
-struct wire_socket_class {
-	__u64 sk;        /* struct sock * of the file's socket at classification */
-	__u32 portpair;  /* sk->__sk_common.skc_portpair at classification */
-	__u8 class;      /* enum wire_class (never 0: unclassified sockets are not kept) */
-	__u8 _pad[3];
-};
-_Static_assert(sizeof(struct wire_socket_class) == 16, "wire_socket_class is 16 bytes");
-
-/* Task-local storage of the wire programs: the open send/receive call of the thread. */
-struct wire_pending {
-	__u64 ptr;       /* buffer (contiguous calls) or struct iovec array (vectored calls) */
-	__u64 iovcnt;    /* vectored calls: iovecs at ptr; 0 for contiguous calls */
-	__u64 socket;    /* socket id: the struct sock address */
-	__u32 nr;        /* enum wire_syscall of the open call; 0 = none open */
-	__u8 class;      /* enum wire_class */
-	__u8 direction;  /* enum wire_direction */
-	__u16 _pad;
-};
-_Static_assert(sizeof(struct wire_pending) == 32, "wire_pending is 32 bytes");
 
 /* One send or receive of the target on a classified socket that moved bytes (return value
  * > 0), sent through the `wire_chunks` ring buffer. */
 struct wire_chunk {
-	__u64 ts_ns;       /* bpf_ktime_get_ns() at syscall exit */
+	__u64 ts_ns;       /* bpf_ktime_get_ns() when the socket call returned (inside the syscall) */
 	__u32 pid;         /* process id (tgid, host pid namespace) */
 	__u32 tid;         /* thread id */
 	__u64 socket;      /* socket id: the struct sock address (stable while the socket lives) */

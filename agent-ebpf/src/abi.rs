@@ -304,12 +304,6 @@ pub mod names {
     pub const MAP_TARGET_PIDS: &str = "target_pids";
     /// Loss counters (every object): per-CPU array of `u64`, indices in `lost_index`.
     pub const MAP_LOST: &str = "lost";
-    /// Program array of `syscalls`: x86_64 syscall number -> wire enter program, tail-called
-    /// by `on_sys_enter` (filled only for the wire syscalls, only with the wire capture on).
-    pub const MAP_WIRE_ENTER_PROGRAMS: &str = "wire_enter_programs";
-    /// Program array of `syscalls`: x86_64 syscall number -> wire exit program, tail-called
-    /// by `on_sys_exit`.
-    pub const MAP_WIRE_EXIT_PROGRAMS: &str = "wire_exit_programs";
     /// Ring buffer of `stackcopy`: `StackSampleHeader` + stack bytes per record.
     pub const MAP_STACK_SAMPLES: &str = "stack_samples";
 
@@ -337,9 +331,6 @@ pub mod names {
     pub const GLOBAL_TARGET_CGROUP_ID: &str = "target_cgroup_id";
     /// Knob (`u32`): depth of that cgroup below the cgroup2 root (root = 0).
     pub const GLOBAL_TARGET_CGROUP_LEVEL: &str = "target_cgroup_level";
-    /// Knob (`u64`, `syscalls`): 1 = keep per-syscall statistics, 0 = the programs only make
-    /// the wire capture's tail calls. Default 1.
-    pub const GLOBAL_COUNT_SYSCALLS: &str = "count_syscalls";
     /// Knob (`u64`, `offcpu`): shorter waits are not recorded, ns.
     pub const GLOBAL_MIN_BLOCK_NS: &str = "min_block_ns";
     /// Knob (`u64`, `stackcopy`): bytes of user stack read per sample, `<= STACK_COPY_MAX_BYTES`.
@@ -407,8 +398,9 @@ pub mod wire {
         pub const CHUNKS: u32 = 0;
         /// Chunks lost because `wire_chunks` was full.
         pub const RINGBUF_FULL: u32 = 1;
-        /// Calls lost: no task storage for the entry.
-        pub const NO_STORAGE: u32 = 2;
+        /// Calls on classified sockets through other syscalls (`sendmmsg`, `sendfile`, ...)
+        /// or from kernel threads and io_uring workers: no chunk.
+        pub const OTHER_CALLS: u32 = 2;
         /// Calls on classified sockets that returned `-EAGAIN`.
         pub const EAGAIN: u32 = 3;
         /// Calls on classified sockets that returned another error, or 0.
@@ -417,19 +409,15 @@ pub mod wire {
         pub const READ_FAILURES: u32 = 5;
         /// HTTP chunks that did not start with a start line (sent without head).
         pub const HTTP_NO_START_LINE: u32 = 6;
-        /// Calls whose socket class came from `socket_classes`, checked still valid.
-        pub const CLASS_HITS: u32 = 7;
-        /// Sockets classified in full (not in `socket_classes`, or its entry was stale).
-        pub const CLASS_MISSES: u32 = 8;
         /// Number of counters (`WIRE_STAT_COUNTERS`).
-        pub const COUNT: u32 = 9;
+        pub const COUNT: u32 = 7;
     }
 
     /// `struct wire_chunk`: one send or receive on a classified socket that moved bytes.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     #[repr(C)]
     pub struct WireChunk {
-        /// `bpf_ktime_get_ns()` at syscall exit (`CLOCK_MONOTONIC`), ns.
+        /// `bpf_ktime_get_ns()` when the socket call returned, inside the syscall (`CLOCK_MONOTONIC`), ns.
         pub ts_ns: u64,
         /// Process id (tgid, host pid namespace).
         pub pid: u32,
@@ -470,9 +458,6 @@ pub mod wire {
     pub const MAP_WIRE_CHUNKS: &str = "wire_chunks";
     /// Per-CPU counters, indices in [`stat_index`].
     pub const MAP_WIRE_STATS: &str = "wire_stats";
-    /// Socket classes by `struct file *` (LRU hash, `WIRE_SOCKET_CLASSES` entries):
-    /// `u64` -> `struct wire_socket_class` (used by the programs only).
-    pub const MAP_SOCKET_CLASSES: &str = "socket_classes";
     /// The target's listening ports: `u16` (host order) -> `u8`.
     pub const MAP_HTTP_PORTS: &str = "http_ports";
 
@@ -485,23 +470,22 @@ pub mod wire {
     /// Knob (`u64`): head bytes read per HTTP chunk before the cut at the first `\n`, `<= HTTP_HEAD_MAX`.
     pub const GLOBAL_HTTP_HEAD_BYTES: &str = "http_head_bytes";
 
-    /// Enter programs per syscall: (program, x86_64 syscall number from
-    /// `arch/x86/entry/syscalls/syscall_64.tbl`). Each is reached by a tail call from
-    /// `on_sys_enter` through [`super::names::MAP_WIRE_ENTER_PROGRAMS`] at index = that
-    /// number; [`PROG_ON_WIRE_EXIT`] is in the same slots of
-    /// [`super::names::MAP_WIRE_EXIT_PROGRAMS`].
-    pub const PROGRAMS: [(&str, u32); 8] = [
-        ("on_enter_sendto", 44),
-        ("on_enter_recvfrom", 45),
-        ("on_enter_write", 1),
-        ("on_enter_read", 0),
-        ("on_enter_writev", 20),
-        ("on_enter_readv", 19),
-        ("on_enter_sendmsg", 46),
-        ("on_enter_recvmsg", 47),
+    /// The programs and the BTF tracepoints they are attached to (`tp_btf`, fired by the
+    /// kernel after every send or receive on a socket, in `net/socket.c`).
+    pub const PROGRAMS: [(&str, &str); 2] = [("on_sock_send", "sock_send_length"), ("on_sock_recv", "sock_recv_length")];
+    /// The syscalls that give a chunk: ([`syscall`] value, x86_64 syscall number from
+    /// `arch/x86/entry/syscalls/syscall_64.tbl`), as `wire.bpf.c` maps the `orig_ax` of the
+    /// current syscall's user registers to [`WireChunk::syscall`].
+    pub const SYSCALL_NUMBERS: [(u8, u32); 8] = [
+        (syscall::SENDTO, 44),
+        (syscall::RECVFROM, 45),
+        (syscall::WRITE, 1),
+        (syscall::READ, 0),
+        (syscall::WRITEV, 20),
+        (syscall::READV, 19),
+        (syscall::SENDMSG, 46),
+        (syscall::RECVMSG, 47),
     ];
-    /// The one exit program of every wire syscall (tail-called by `on_sys_exit`).
-    pub const PROG_ON_WIRE_EXIT: &str = "on_wire_exit";
 }
 
 #[cfg(test)]

@@ -19,7 +19,8 @@ pub static SYSCALLS_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OU
 /// stack for DWARF unwinding in the agent.
 pub static STACKCOPY_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stackcopy.bpf.o"));
 
-/// `wire.bpf.o`: `on_enter_*` / `on_exit_*` (per-syscall tracepoints of sendto, recvfrom,
-/// write, read, writev, readv, sendmsg, recvmsg), payload heads of the target's classified TCP
-/// sockets through the `wire_chunks` ring buffer.
+/// `wire.bpf.o`: `on_sock_send` / `on_sock_recv` (BTF tracepoints `sock_send_length` /
+/// `sock_recv_length`), payload heads of the target's sends and receives (sendto, recvfrom,
+/// write, read, writev, readv, sendmsg, recvmsg) on its classified TCP sockets through the
+/// `wire_chunks` ring buffer.
 pub static WIRE_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/wire.bpf.o"));

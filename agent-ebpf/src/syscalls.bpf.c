@@ -7,14 +7,6 @@
  * host: the target filter comes first (for a cgroup target: one helper call, no map
  * lookup); the entry timestamp lives in task-local storage (no hash update per call); the
  * statistics are a per-CPU array indexed by syscall number (no hash, no atomics).
- *
- * The same two programs run the wire capture (wire.bpf.c): after the filter, each makes a
- * BPF tail call (bpf_tail_call, include/uapi/linux/bpf.h) into `wire_enter_programs` /
- * `wire_exit_programs`, program arrays indexed by syscall number that the agent fills only
- * for the eight wire syscalls and only when the wire capture is on. A tail call to an empty
- * slot does nothing and the program returns. With `count_syscalls` = 0 (wire capture
- * without syscall statistics) the programs only keep the syscall number for the exit and
- * make the tail calls.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -24,9 +16,6 @@
 #define EAGAIN 11
 
 char LICENSE[] SEC("license") = "GPL";
-
-/* Knob: 1 = keep the per-syscall statistics, 0 = only run the wire programs' tail calls. */
-const volatile __u64 count_syscalls = 1;
 
 /* The syscall a thread is in, with its entry time. */
 struct {
@@ -43,22 +32,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct syscall_stat);
 } syscall_stats SEC(".maps");
-
-/* Wire capture programs (wire.bpf.c, raw_tracepoint type like the callers) by x86_64
- * syscall number: filled by the agent (agent/src/collect/wire.rs). */
-struct {
-	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, MAX_SYSCALLS);
-	__type(key, __u32);
-	__type(value, __u32);
-} wire_enter_programs SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, MAX_SYSCALLS);
-	__type(key, __u32);
-	__type(value, __u32);
-} wire_exit_programs SEC(".maps");
 
 /* raw_syscalls:sys_enter(struct pt_regs *regs, long id). aya rejects CO-RE on
  * struct bpf_raw_tracepoint_args, so the arguments are read as ctx[i]. */
@@ -77,10 +50,7 @@ int on_sys_enter(__u64 *ctx)
 		return 0;
 	}
 	entry->nr = ctx[1];
-	if (count_syscalls)
-		entry->start_ns = bpf_ktime_get_ns();
-	/* Does not return when the slot holds a program. */
-	bpf_tail_call(ctx, &wire_enter_programs, (__u32)ctx[1]);
+	entry->start_ns = bpf_ktime_get_ns();
 	return 0;
 }
 
@@ -114,30 +84,27 @@ int on_sys_exit(__u64 *ctx)
 	entry = bpf_task_storage_get(&syscall_entries, bpf_get_current_task_btf(), 0, 0);
 	if (!entry)
 		return 0; /* no sys_enter seen since the programs were attached */
+	if (entry->start_ns == 0)
+		return 0; /* entered before the programs were attached */
 	nr = entry->nr;
-	if (count_syscalls && entry->start_ns != 0) {
-		/* start_ns == 0: entered before the programs were attached */
-		now = bpf_ktime_get_ns();
-		delta = now - entry->start_ns;
-		entry->start_ns = 0;
-		if (nr >= MAX_SYSCALLS) {
-			count_lost(LOST_SYSCALL_NR_RANGE);
-			return 0;
-		}
-		stat = bpf_map_lookup_elem(&syscall_stats, &nr);
-		if (stat) {
-			ret = (long)ctx[1];
-			stat->count += 1;
-			stat->total_ns += delta;
-			if (ret < 0) {
-				stat->errors += 1;
-				if (ret == -EAGAIN)
-					stat->eagain += 1;
-			}
-			stat->latency_log2_ns[log2_bucket(delta)] += 1;
-		}
+	now = bpf_ktime_get_ns();
+	delta = now - entry->start_ns;
+	entry->start_ns = 0;
+	if (nr >= MAX_SYSCALLS) {
+		count_lost(LOST_SYSCALL_NR_RANGE);
+		return 0;
 	}
-	/* The wire programs check that the call they saw enter is the one exiting. */
-	bpf_tail_call(ctx, &wire_exit_programs, nr);
+	stat = bpf_map_lookup_elem(&syscall_stats, &nr);
+	if (stat) {
+		ret = (long)ctx[1];
+		stat->count += 1;
+		stat->total_ns += delta;
+		if (ret < 0) {
+			stat->errors += 1;
+			if (ret == -EAGAIN)
+				stat->eagain += 1;
+		}
+		stat->latency_log2_ns[log2_bucket(delta)] += 1;
+	}
 	return 0;
 }

@@ -4,23 +4,24 @@
  * target on its classified TCP sockets, one `struct wire_chunk` per syscall that moved bytes,
  * through the `wire_chunks` ring buffer. The agent decodes them (agent/src/wire/).
  *
- * Hooks: none of their own. The programs are raw_tracepoint programs that `on_sys_enter` /
- * `on_sys_exit` (syscalls.bpf.c, on raw_syscalls:sys_enter/sys_exit) reach by a BPF tail call
- * through the program arrays `wire_enter_programs` / `wire_exit_programs`, indexed by syscall
- * number, for X in sendto, recvfrom, write, read, writev, readv, sendmsg, recvmsg, after the
- * target filter (filter.bpf.h) passed: so these programs do not filter again. Their context is
- * the raw tracepoint's: ctx[0] the `struct pt_regs *` of the user registers at syscall entry
- * (the arguments are in di, si, dx, r10, r8, r9 on x86_64: arch/x86/include/asm/syscall.h,
- * syscall_get_arguments), ctx[1] the syscall number (enter) or the return value (exit).
+ * Hooks: the BTF tracepoints `sock_send_length` and `sock_recv_length` (include/trace/events/
+ * sock.h), which the kernel fires in sock_sendmsg_nosec / sock_recvmsg_nosec (net/socket.c)
+ * after every send or receive on a socket, with the `struct sock *` and the return value.
+ * They run only for sockets (not for the eventfd, pipe and file calls of the same syscalls)
+ * and hand over the socket itself, so nothing has to find it from an fd: classification is
+ * a few direct (BTF) loads from `sk`, no `bpf_probe_read_kernel`, no cache, no task storage,
+ * no program at syscall entry or exit. The user buffer comes from the syscall's own
+ * arguments: the program runs inside the syscall, whose user registers (`bpf_task_pt_regs`:
+ * orig_ax = the x86_64 syscall number, di, si, dx = arguments 0-2; arch/x86/include/asm/
+ * syscall.h) are still those of its entry. Only the eight wire syscalls (sendto, recvfrom,
+ * write, read, writev, readv, sendmsg, recvmsg) give a chunk; socket calls of the target
+ * through other syscalls (sendmmsg, sendfile, ...) or from kernel threads and io_uring
+ * workers are only counted (`WIRE_STAT_OTHER_CALLS`).
  *
- * On enter: classify the socket from the fd, in the kernel
- * (current->files->fdt->fd[fd]->private_data is the struct socket of a socket file, whose
- * ->file points back to that file; its ->sk gives family, type, protocol and ports; CO-RE
- * reads through vmlinux.h): only AF_INET/AF_INET6 TCP stream sockets, PostgreSQL when the
- * peer port is the `db_port` knob, HTTP when the local port is in `http_ports` (filled by the
- * agent with the target's listening ports). Anything else is ignored here. The buffer (or the
- * iovec array) is kept in task-local storage. On exit: the return value is what was really
- * moved; > 0 gives a chunk, -EAGAIN and other errors are only counted (`wire_stats`).
+ * Classification: only AF_INET/AF_INET6 TCP stream sockets; PostgreSQL when the peer port is
+ * the `db_port` knob, HTTP when the local port is in `http_ports` (filled by the agent with
+ * the target's listening ports). The return value is what was really moved; > 0 gives a
+ * chunk, -EAGAIN and other errors are only counted (`wire_stats`).
  *
  * What leaves the kernel: for PostgreSQL sockets, the first `head_bytes` (<= 256; for vectored
  * calls, of the first iovec with data) and the last
@@ -32,6 +33,7 @@
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
 #include "profiler.h"
@@ -42,6 +44,19 @@
 #define AF_INET6 10
 #define SOCK_STREAM 1
 #define IPPROTO_TCP 6
+/* task_struct.flags (include/linux/sched.h): no user registers of their own. */
+#define PF_IO_WORKER 0x00000010
+#define PF_KTHREAD 0x00200000
+
+/* x86_64 syscall numbers (arch/x86/entry/syscalls/syscall_64.tbl). */
+#define NR_READ 0
+#define NR_WRITE 1
+#define NR_READV 19
+#define NR_WRITEV 20
+#define NR_SENDTO 44
+#define NR_RECVFROM 45
+#define NR_SENDMSG 46
+#define NR_RECVMSG 47
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -62,27 +77,11 @@ struct {
 	__type(value, __u8);
 } http_ports SEC(".maps");
 
-/* The open send/receive call of each thread. */
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct wire_pending);
-} wire_pendings SEC(".maps");
-
 /* Chunks for the agent. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, WIRE_RINGBUF_BYTES);
 } wire_chunks SEC(".maps");
-
-/* Classified sockets by `struct file *` (see classify()). */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, WIRE_SOCKET_CLASSES);
-	__type(key, __u64);
-	__type(value, struct wire_socket_class);
-} socket_classes SEC(".maps");
 
 /* Counters per CPU, indexed by enum wire_stat_index. */
 struct {
@@ -91,29 +90,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } wire_stats SEC(".maps");
-
-/* The first three syscall arguments, in x86_64 pt_regs order (dx, si, di are adjacent). */
-struct syscall_args3 {
-	__u64 dx; /* argument 2 */
-	__u64 si; /* argument 1 */
-	__u64 di; /* argument 0 */
-};
-
-/* Reads arguments 0-2 of the syscall from the pt_regs in ctx[0] (one kernel read when dx,
- * si, di are adjacent, as in every x86_64 kernel; three CO-RE reads otherwise). Returns 0
- * on success. */
-static __always_inline int read_args(__u64 *ctx, struct syscall_args3 *a)
-{
-	struct pt_regs *regs = (struct pt_regs *)ctx[0];
-
-	if (bpf_core_field_offset(struct pt_regs, si) == bpf_core_field_offset(struct pt_regs, dx) + 8 &&
-	    bpf_core_field_offset(struct pt_regs, di) == bpf_core_field_offset(struct pt_regs, dx) + 16)
-		return bpf_probe_read_kernel(a, sizeof(*a), &regs->dx);
-	a->dx = BPF_CORE_READ(regs, dx);
-	a->si = BPF_CORE_READ(regs, si);
-	a->di = BPF_CORE_READ(regs, di);
-	return 0;
-}
 
 struct wire_iovec {
 	__u64 base;
@@ -127,118 +103,25 @@ static __always_inline void count_stat(__u32 index)
 		*value += 1; /* per-CPU slot: no other writer */
 }
 
-/* `struct socket`'s file and sk pointers, adjacent in every kernel (include/linux/net.h). */
-struct socket_file_sk {
-	struct file *file;
-	struct sock *sk;
-};
-
-/* The class of the target's socket `fd` (0 = not a classified TCP socket), and its id.
- *
- * The file: current->files->fdt->fd[fd] (5 kernel reads). Its private_data is a struct
- * socket only when that socket's ->file points back (1 read, then file and sk in 1 read).
- * A socket classified before is in `socket_classes` under the file pointer; the entry is
- * used when the socket still has the same sk with the same port pair (1 more read): a file
- * or sock freed and reused for another connection fails that check and is classified again,
- * as is a socket that was not connected yet when it was first seen. That is 8 kernel reads
- * and one hash lookup per call instead of 13 reads and the `http_ports` lookup. A full
- * classification: AF_INET/AF_INET6, SOCK_STREAM, IPPROTO_TCP only; PostgreSQL when the
- * peer port is `db_port`, HTTP when the local port is in `http_ports`. Sockets of neither
- * class are not kept (a listening port added later by the agent still applies to them).
- * A full classification is 11 reads (the port pair gives both ports). */
-static __always_inline __u8 classify(__s64 fd, __u64 *socket)
+/* The class of socket `sk` (0 = neither PostgreSQL nor HTTP): direct loads through BTF. */
+static __always_inline __u8 classify(struct sock *sk)
 {
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
-	struct file **fds;
-	struct file *file = NULL;
-	struct socket *sock;
-	struct socket_file_sk fs;
-	struct sock *sk;
-	struct wire_socket_class *cached, fresh = {};
-	__u64 key;
-	__u32 portpair;
-	__u16 family, protocol, type, lport, dport;
+	__u32 portpair = sk->__sk_common.skc_portpair;
+	__u16 family = sk->__sk_common.skc_family;
+	__u16 lport, dport;
 
-	if (!fdt || fd < 0)
-		return 0;
-	if ((__u64)fd >= BPF_CORE_READ(fdt, max_fds))
-		return 0;
-	fds = BPF_CORE_READ(fdt, fd);
-	if (!fds || bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]) || !file)
-		return 0;
-	/* A socket file's private_data is its struct socket, whose ->file points back. */
-	sock = BPF_CORE_READ(file, private_data);
-	if (!sock)
-		return 0;
-	if (bpf_core_field_offset(struct socket, sk) == bpf_core_field_offset(struct socket, file) + 8) {
-		if (bpf_probe_read_kernel(&fs, sizeof(fs), &sock->file))
-			return 0;
-	} else {
-		fs.file = BPF_CORE_READ(sock, file);
-		fs.sk = BPF_CORE_READ(sock, sk);
-	}
-	if (fs.file != file || !fs.sk)
-		return 0;
-	sk = fs.sk;
-	portpair = BPF_CORE_READ(sk, __sk_common.skc_portpair);
-	key = (__u64)file;
-	cached = bpf_map_lookup_elem(&socket_classes, &key);
-	if (cached && cached->sk == (__u64)sk && cached->portpair == portpair) {
-		count_stat(WIRE_STAT_CLASS_HITS);
-		*socket = (__u64)sk;
-		return cached->class;
-	}
-	count_stat(WIRE_STAT_CLASS_MISSES);
-	family = BPF_CORE_READ(sk, __sk_common.skc_family);
 	if (family != AF_INET && family != AF_INET6)
 		return 0;
-	protocol = BPF_CORE_READ(sk, sk_protocol);
-	type = BPF_CORE_READ(sk, sk_type);
-	if (protocol != IPPROTO_TCP || type != SOCK_STREAM)
+	if (sk->sk_protocol != IPPROTO_TCP || sk->sk_type != SOCK_STREAM)
 		return 0;
 	/* skc_portpair is skc_dport (network order) in its first two bytes, skc_num (host
 	 * order) in the next two (include/net/sock.h); x86_64 is little-endian. */
 	dport = bpf_ntohs((__u16)portpair);
 	lport = portpair >> 16;
-	*socket = (__u64)sk;
 	if (dport == db_port)
-		fresh.class = WIRE_CLASS_POSTGRES;
-	else if (bpf_map_lookup_elem(&http_ports, &lport))
-		fresh.class = WIRE_CLASS_HTTP;
-	else
-		return 0;
-	fresh.sk = (__u64)sk;
-	fresh.portpair = portpair;
-	bpf_map_update_elem(&socket_classes, &key, &fresh, BPF_ANY);
-	return fresh.class;
-}
-
-/* The target filter passed in the caller (on_sys_enter). */
-static __always_inline int on_enter(__u32 nr, __u8 direction, __s64 fd, __u64 ptr, __u64 iovcnt)
-{
-	struct wire_pending *p;
-	__u64 socket = 0;
-	__u8 class;
-
-	class = classify(fd, &socket);
-	p = bpf_task_storage_get(&wire_pendings, bpf_get_current_task_btf(), 0,
-				 class ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
-	if (!p) {
-		if (class)
-			count_stat(WIRE_STAT_NO_STORAGE);
-		return 0;
-	}
-	if (!class) {
-		p->nr = 0; /* forget any call left open (e.g. entered before attach) */
-		return 0;
-	}
-	p->ptr = ptr;
-	p->iovcnt = iovcnt;
-	p->socket = socket;
-	p->class = class;
-	p->direction = direction;
-	p->nr = nr;
+		return WIRE_CLASS_POSTGRES;
+	if (bpf_map_lookup_elem(&http_ports, &lport))
+		return WIRE_CLASS_HTTP;
 	return 0;
 }
 
@@ -355,33 +238,62 @@ static __always_inline __u32 http_start_line(struct wire_chunk *c, __u32 len, __
 	return end < len ? end : len;
 }
 
-/* The exit program of every wire syscall (one program in all eight slots of
- * `wire_exit_programs`: the verifier checks this, the largest program, once instead of
- * eight times, about 35-70 ms each here). The target filter passed in the caller
- * (on_sys_exit), which tail-calls the slot of the syscall number its own sys_enter kept for
- * this thread; the wire enter program of that same call set `p->nr` (or cleared it), so
- * `p->nr` says which wire syscall is ending. ctx[1] is the return value. */
-SEC("raw_tracepoint/sys_exit")
-int on_wire_exit(__u64 *ctx)
+
+/* One send (`direction` WIRE_TX) or receive (WIRE_RX) of `ret` bytes on `sk`, inside the
+ * syscall that made it. */
+static __always_inline int on_sock_call(struct sock *sk, int ret, __u8 direction)
 {
-	struct wire_pending *p;
+	struct task_struct *task;
+	struct pt_regs *regs;
 	struct wire_chunk *c;
 	__u32 head_len = 0, tail_len = 0;
-	__u64 wakeup;
+	__u64 wakeup, ptr, iovcnt = 0, nr;
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
-	__u32 nr;
-	__s64 ret;
+	__u8 class, syscall;
 
-	p = bpf_task_storage_get(&wire_pendings, bpf_get_current_task_btf(), 0, 0);
-	if (!p || p->nr == 0)
+	if (!current_is_target(tgid) || !sk)
 		return 0;
-	nr = p->nr;
-	p->nr = 0;
-	ret = (__s64)ctx[1];
+	class = classify(sk);
+	if (!class)
+		return 0;
+	task = bpf_get_current_task_btf();
+	if (task->flags & (PF_KTHREAD | PF_IO_WORKER)) {
+		count_stat(WIRE_STAT_OTHER_CALLS);
+		return 0;
+	}
+	regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	nr = regs->orig_ax;
+	ptr = regs->si;
+	switch (nr) {
+	case NR_SENDTO: syscall = WIRE_SYS_SENDTO; break;
+	case NR_RECVFROM: syscall = WIRE_SYS_RECVFROM; break;
+	case NR_WRITE: syscall = WIRE_SYS_WRITE; break;
+	case NR_READ: syscall = WIRE_SYS_READ; break;
+	case NR_WRITEV: syscall = WIRE_SYS_WRITEV; iovcnt = regs->dx; break;
+	case NR_READV: syscall = WIRE_SYS_READV; iovcnt = regs->dx; break;
+	case NR_SENDMSG: syscall = WIRE_SYS_SENDMSG; break;
+	case NR_RECVMSG: syscall = WIRE_SYS_RECVMSG; break;
+	default:
+		count_stat(WIRE_STAT_OTHER_CALLS);
+		return 0;
+	}
 	if (ret <= 0) {
 		count_stat(ret == -EAGAIN ? WIRE_STAT_EAGAIN : WIRE_STAT_ERRORS);
 		return 0;
+	}
+	if (syscall == WIRE_SYS_SENDMSG || syscall == WIRE_SYS_RECVMSG) {
+		/* sendmsg(fd, msg, flags) / recvmsg(fd, msg, flags): the iovecs of the user msghdr. */
+		struct user_msghdr msg = {};
+
+		if (bpf_probe_read_user(&msg, sizeof(msg), (void *)ptr) || msg.msg_iovlen == 0) {
+			/* Counted as a read failure below (no head). */
+			ptr = 0;
+			iovcnt = 0;
+		} else {
+			ptr = (__u64)msg.msg_iov;
+			iovcnt = msg.msg_iovlen;
+		}
 	}
 	/* The chunk is built in the ring buffer itself (no scratch copy). */
 	c = bpf_ringbuf_reserve(&wire_chunks, sizeof(*c), 0);
@@ -392,36 +304,36 @@ int on_wire_exit(__u64 *ctx)
 	c->ts_ns = bpf_ktime_get_ns();
 	c->pid = tgid;
 	c->tid = id;
-	c->socket = p->socket;
+	c->socket = (__u64)sk;
 	c->total_len = ret;
-	c->direction = p->direction;
-	c->class = p->class;
-	c->syscall = nr;
+	c->direction = direction;
+	c->class = class;
+	c->syscall = syscall;
 	c->_pad = 0;
 
 	/* A reserved record holds the bytes of an earlier one: clear it all. */
 	__builtin_memset(c->head, 0, sizeof(c->head));
 	__builtin_memset(c->tail, 0, sizeof(c->tail));
 	{
-		__u64 src = p->ptr, avail = ret;
-		__u64 limit = p->class == WIRE_CLASS_HTTP ? http_head_bytes : head_bytes;
+		__u64 src = ptr, avail = ret;
+		__u64 limit = class == WIRE_CLASS_HTTP ? http_head_bytes : head_bytes;
 
-		if (p->iovcnt) {
+		if (iovcnt) {
 			__u64 first = 0;
 
-			src = first_iovec(p->ptr, p->iovcnt, &first);
+			src = first_iovec(ptr, iovcnt, &first);
 			if (first < avail)
 				avail = first;
 		}
-		if (p->class == WIRE_CLASS_HTTP && limit > WIRE_HTTP_HEAD_MAX)
+		if (class == WIRE_CLASS_HTTP && limit > WIRE_HTTP_HEAD_MAX)
 			limit = WIRE_HTTP_HEAD_MAX;
 		if (limit > avail)
 			limit = avail;
 		head_len = src ? copy_contiguous(c, src, limit) : 0;
 		if (head_len == 0)
 			count_stat(WIRE_STAT_READ_FAILURES);
-		if (p->class == WIRE_CLASS_HTTP) {
-			__u32 kept = http_start_line(c, head_len, p->direction);
+		if (class == WIRE_CLASS_HTTP) {
+			__u32 kept = http_start_line(c, head_len, direction);
 
 			/* Nothing past the start line leaves the kernel: http_start_line zeroed
 			 * it in place; no start line at all and nothing is kept. */
@@ -430,7 +342,7 @@ int on_wire_exit(__u64 *ctx)
 				__builtin_memset(c->head, 0, sizeof(c->head));
 			}
 			head_len = kept;
-		} else if (!p->iovcnt && (__u64)ret > head_len && tail_bytes > 0) {
+		} else if (ptr && !iovcnt && (__u64)ret > head_len && tail_bytes > 0) {
 			__u64 t = (__u64)ret - head_len;
 
 			if (t > tail_bytes)
@@ -440,7 +352,7 @@ int on_wire_exit(__u64 *ctx)
 			tail_len = t;
 			barrier_var(tail_len);
 			if (tail_len == 0 || tail_len > WIRE_TAIL_MAX ||
-			    bpf_probe_read_user(c->tail, tail_len, (void *)(p->ptr + ret - tail_len)))
+			    bpf_probe_read_user(c->tail, tail_len, (void *)(ptr + ret - tail_len)))
 				tail_len = 0;
 		}
 	}
@@ -455,58 +367,14 @@ int on_wire_exit(__u64 *ctx)
 	return 0;
 }
 
-/* Enter programs, one per syscall (raw_tracepoint type, reached only by the tail calls of
- * on_sys_enter; the section name gives aya the program type, nothing attaches them to
- * sys_enter itself). Small: the verifier takes well under a millisecond for each. */
-#define WIRE_ENTER(name, nr, direction, vectored)					\
-	SEC("raw_tracepoint/sys_enter")						\
-	int on_enter_##name(__u64 *ctx)						\
-	{									\
-		struct syscall_args3 a;						\
-										\
-		if (read_args(ctx, &a))						\
-			return 0;						\
-		return on_enter(nr, direction, a.di, a.si, vectored ? a.dx : 0);	\
-	}
-
-/* sendto(fd, buff, len, flags, addr, addr_len) */
-WIRE_ENTER(sendto, WIRE_SYS_SENDTO, WIRE_TX, 0)
-/* recvfrom(fd, ubuf, size, flags, addr, addr_len) */
-WIRE_ENTER(recvfrom, WIRE_SYS_RECVFROM, WIRE_RX, 0)
-/* write(fd, buf, count) */
-WIRE_ENTER(write, WIRE_SYS_WRITE, WIRE_TX, 0)
-/* read(fd, buf, count) */
-WIRE_ENTER(read, WIRE_SYS_READ, WIRE_RX, 0)
-/* writev(fd, vec, vlen) */
-WIRE_ENTER(writev, WIRE_SYS_WRITEV, WIRE_TX, 1)
-/* readv(fd, vec, vlen) */
-WIRE_ENTER(readv, WIRE_SYS_READV, WIRE_RX, 1)
-
-/* sendmsg(fd, msg, flags) / recvmsg(fd, msg, flags): the iovecs of the user msghdr. */
-static __always_inline int on_enter_msg(__u32 nr, __u8 direction, __u64 *ctx)
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(on_sock_send, struct sock *sk, int ret, int flags)
 {
-	struct user_msghdr msg = {};
-	struct syscall_args3 a;
-
-	if (read_args(ctx, &a))
-		return 0;
-	if (bpf_probe_read_user(&msg, sizeof(msg), (void *)a.si))
-		return 0;
-	if (msg.msg_iovlen == 0)
-		return 0;
-	return on_enter(nr, direction, a.di, (__u64)msg.msg_iov, msg.msg_iovlen);
+	return on_sock_call(sk, ret, WIRE_TX);
 }
 
-SEC("raw_tracepoint/sys_enter")
-int on_enter_sendmsg(__u64 *ctx)
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(on_sock_recv, struct sock *sk, int ret, int flags)
 {
-	return on_enter_msg(WIRE_SYS_SENDMSG, WIRE_TX, ctx);
+	return on_sock_call(sk, ret, WIRE_RX);
 }
-
-
-SEC("raw_tracepoint/sys_enter")
-int on_enter_recvmsg(__u64 *ctx)
-{
-	return on_enter_msg(WIRE_SYS_RECVMSG, WIRE_RX, ctx);
-}
-

@@ -10,9 +10,8 @@
 //! - Off-CPU: `on_sched_switch` on `tp_btf/sched_switch`, waits of at least
 //!   [`Options::offcpu_min_block_ns`].
 //! - Syscalls: `on_sys_enter` / `on_sys_exit` on the raw tracepoints of the same names.
-//! - Wire capture ([`wire`]): the same two programs tail-call the wire programs for the
-//!   eight wire syscalls; they are attached for the wire capture alone too (with
-//!   [`Options::syscalls`] off, their statistics part is switched off by a knob).
+//! - Wire capture ([`wire`]): `on_sock_send` / `on_sock_recv` on the BTF tracepoints
+//!   `sock_send_length` / `sock_recv_length` (no syscall hook of its own).
 //!
 //! "Nothing collected is lost": [`Collector::finish`] detaches the programs first and then
 //! drains every map, whatever ended the run (deadline, Ctrl-C, target gone, error); the
@@ -394,11 +393,8 @@ impl Collector {
         } else {
             None
         };
-        // The raw_syscalls programs run the wire capture too (tail calls), so they are loaded
-        // for either; `count_syscalls` = 0 switches their statistics off.
-        let mut syscalls = if options.syscalls || options.wire {
-            let count_syscalls = u64::from(options.syscalls);
-            let mut ebpf = load_object("syscalls", agent_ebpf::SYSCALLS_OBJECT, filter, &[(names::GLOBAL_COUNT_SYSCALLS, &count_syscalls)])?;
+        let mut syscalls = if options.syscalls {
+            let mut ebpf = load_object("syscalls", agent_ebpf::SYSCALLS_OBJECT, filter, &[])?;
             for name in [names::PROG_ON_SYS_ENTER, names::PROG_ON_SYS_EXIT] {
                 let prog: &mut RawTracePoint = program(&mut ebpf, name)?;
                 prog.load().map_err(|e| load_error(name, e))?;
@@ -409,11 +405,7 @@ impl Collector {
         };
 
         let mut wire = if options.wire {
-            let capture = wire::WireCapture::load(filter, wire::WireOptions { db_port: options.db_port, ..Default::default() })?;
-            if let Some(ebpf) = syscalls.as_mut() {
-                capture.fill_program_arrays(ebpf)?;
-            }
-            Some(capture)
+            Some(wire::WireCapture::load(filter, wire::WireOptions { db_port: options.db_port, ..Default::default() })?)
         } else {
             None
         };
@@ -422,7 +414,7 @@ impl Collector {
         let started = Instant::now();
         let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
 
-        // The wire capture's drain thread first: chunks flow as soon as the raw programs run.
+        // The wire capture starts its drain thread before it attaches its programs.
         if let Some(wire) = wire.as_mut() {
             wire.attach(&target.pids()?)?;
         }
@@ -522,8 +514,11 @@ impl Collector {
             push(ebpf, names::PROG_ON_SYS_ENTER);
             push(ebpf, names::PROG_ON_SYS_EXIT);
         }
-        // The wire programs run by tail calls from on_sys_enter/on_sys_exit: the kernel
-        // counts no statistics of their own (their time is in the callers' figures).
+        if let Some(wire) = &self.wire {
+            for (name, _) in agent_ebpf::abi::wire::PROGRAMS {
+                push(wire.ebpf(), name);
+            }
+        }
         out
     }
 
@@ -599,8 +594,7 @@ impl Collector {
         let syscalls = match &self.syscalls {
             Some(ebpf) => {
                 add_lost(ebpf, &mut lost)?;
-                // Loaded for the wire capture alone: no statistics were kept.
-                if self.options.syscalls { drain_syscalls(ebpf)? } else { Vec::new() }
+                drain_syscalls(ebpf)?
             }
             None => Vec::new(),
         };

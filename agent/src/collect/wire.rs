@@ -1,14 +1,13 @@
 //! Wire capture: payload heads of the target's TCP sockets, decoded during the run.
 //!
-//! `wire.bpf.c` (agent-ebpf) has one enter and one exit program for each of `sendto`,
-//! `recvfrom`, `write`, `read`, `writev`, `readv`, `sendmsg` and `recvmsg`; they are not
-//! attached anywhere: the `raw_syscalls` programs of `syscalls.bpf.c` reach them by a BPF tail
-//! call after the target filter, through two program arrays indexed by syscall number that
-//! [`WireCapture::fill_program_arrays`] fills. They classify the socket of each
-//! call of the target in the kernel (PostgreSQL: peer port [`WireOptions::db_port`]; HTTP:
-//! local port among the target's listening ports, which this module finds in
-//! `/proc/PID/net/tcp{,6}` and keeps in the `http_ports` map), and sends one chunk per call
-//! that moved bytes through the `wire_chunks` ring buffer. A thread of the agent drains the
+//! `wire.bpf.c` (agent-ebpf) has two programs, on the BTF tracepoints the kernel fires after
+//! every send and every receive on a socket (`sock_send_length`, `sock_recv_length`); they
+//! need no syscall hook. They classify the socket of each call of the target in the kernel
+//! (PostgreSQL: peer port [`WireOptions::db_port`]; HTTP: local port among the target's
+//! listening ports, which this module finds in `/proc/PID/net/tcp{,6}` and keeps in the
+//! `http_ports` map), take the buffer from the arguments of the syscall the call is in
+//! (`sendto`, `recvfrom`, `write`, `read`, `writev`, `readv`, `sendmsg`, `recvmsg`), and send
+//! one chunk per call that moved bytes through the `wire_chunks` ring buffer. A thread of the agent drains the
 //! ring buffer during the run and feeds [`crate::wire::WireDecoder`]; the
 //! [`WireSummary`] it builds goes into the profile.
 //!
@@ -24,10 +23,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use agent_ebpf::abi::wire as abi;
-use agent_ebpf::abi::names;
-use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, ProgramArray, RingBuf};
-use aya::programs::RawTracePoint;
-use aya::Ebpf;
+use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
+use aya::programs::BtfTracePoint;
+use aya::{Btf, Ebpf};
 
 use super::{load_error, load_object, map_error, program, set_target_pids, CollectError};
 use crate::profile::WireCaptureReport;
@@ -81,7 +79,8 @@ pub(super) struct WireCapture {
 }
 
 impl WireCapture {
-    /// Loads `wire` with the target filter and the knobs and verifies its programs.
+    /// Loads `wire` with the target filter and the knobs and verifies its programs (they
+    /// need the kernel's BTF: [`CollectError::NoBtf`] without it).
     pub(super) fn load(filter: &Filter, options: WireOptions) -> Result<Self, CollectError> {
         let options = WireOptions {
             head_bytes: options.head_bytes.min(abi::HEAD_MAX as u64),
@@ -101,9 +100,10 @@ impl WireCapture {
                 (abi::GLOBAL_HTTP_HEAD_BYTES, &options.http_head_bytes),
             ],
         )?;
-        for name in abi::PROGRAMS.iter().map(|(name, _)| *name).chain([abi::PROG_ON_WIRE_EXIT]) {
-            let prog: &mut RawTracePoint = program(&mut ebpf, name)?;
-            prog.load().map_err(|e| load_error(name, e))?;
+        let btf = Btf::from_sys_fs().map_err(|_| CollectError::NoBtf)?;
+        for (name, tracepoint) in abi::PROGRAMS {
+            let prog: &mut BtfTracePoint = program(&mut ebpf, name)?;
+            prog.load(tracepoint, &btf).map_err(|e| load_error(name, e))?;
         }
         Ok(WireCapture {
             ebpf,
@@ -115,27 +115,8 @@ impl WireCapture {
         })
     }
 
-    /// Puts the enter program of each wire syscall and the common exit program into the
-    /// program arrays of the loaded `syscalls` object, at index = the x86_64 syscall number,
-    /// so that its
-    /// `on_sys_enter` / `on_sys_exit` tail-call them.
-    pub(super) fn fill_program_arrays(&self, syscalls: &mut Ebpf) -> Result<(), CollectError> {
-        for (map_name, exit) in [(names::MAP_WIRE_ENTER_PROGRAMS, false), (names::MAP_WIRE_EXIT_PROGRAMS, true)] {
-            let map = syscalls.map_mut(map_name).ok_or_else(|| map_error(map_name, "missing"))?;
-            let mut array: ProgramArray<&mut MapData> = ProgramArray::try_from(map).map_err(|e| map_error(map_name, e))?;
-            for (enter_name, nr) in abi::PROGRAMS {
-                let name = if exit { abi::PROG_ON_WIRE_EXIT } else { enter_name };
-                let prog = self.ebpf.program(name).ok_or_else(|| map_error(map_name, format!("program {name} missing")))?;
-                let fd = prog.fd().map_err(|source| CollectError::Attach { program: name, source })?;
-                array.set(nr, fd, 0).map_err(|e| map_error(map_name, format!("{name} at {nr}: {e}")))?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Fills `http_ports` from the listening sockets of `pids` and starts the drain thread.
-    /// The programs run once [`WireCapture::fill_program_arrays`] linked them and the
-    /// `raw_syscalls` programs are attached.
+    /// Fills `http_ports` from the listening sockets of `pids`, starts the drain thread and
+    /// attaches the two programs.
     pub(super) fn attach(&mut self, pids: &BTreeSet<u32>) -> Result<(), CollectError> {
         self.refresh_ports(pids)?;
         let map = self.ebpf.take_map(abi::MAP_WIRE_CHUNKS).ok_or_else(|| map_error(abi::MAP_WIRE_CHUNKS, "missing"))?;
@@ -147,7 +128,16 @@ impl WireCapture {
             .spawn(move || drain(ring, stop, decoded))
             .map_err(|e| map_error(abi::MAP_WIRE_CHUNKS, format!("spawning the drain thread: {e}")))?;
         self.thread = Some(thread);
+        for (name, _) in abi::PROGRAMS {
+            let prog: &mut BtfTracePoint = program(&mut self.ebpf, name)?;
+            prog.attach().map_err(|source| CollectError::Attach { program: name, source })?;
+        }
         Ok(())
+    }
+
+    /// The loaded object (for the programs' run statistics).
+    pub(super) fn ebpf(&self) -> &Ebpf {
+        &self.ebpf
     }
 
     /// Makes the pid-set filter of this object equal to `pids` (`old` is what it holds now).
@@ -178,10 +168,13 @@ impl WireCapture {
         Ok(())
     }
 
-    /// Lets the drain thread decode what is left in the ring buffer and returns the summary
-    /// with the kernel's counters. Call it after the `raw_syscalls` programs were detached
-    /// (nothing runs the wire programs then).
+    /// Detaches the programs, lets the drain thread decode what is left in the ring buffer
+    /// and returns the summary with the kernel's counters.
     pub(super) fn finish(mut self) -> Result<(WireSummary, WireCaptureReport), CollectError> {
+        for (name, _) in abi::PROGRAMS {
+            let prog: &mut BtfTracePoint = program(&mut self.ebpf, name)?;
+            prog.unload().map_err(|source| CollectError::Attach { program: name, source })?;
+        }
         self.stop.store(true, Ordering::Release);
         let drained = match self.thread.take() {
             Some(t) => t.join().map_err(|_| map_error(abi::MAP_WIRE_CHUNKS, "the drain thread panicked"))?,
@@ -199,13 +192,11 @@ impl WireCapture {
             chunks: sum(abi::stat_index::CHUNKS)?,
             chunks_decoded: self.decoded.load(Ordering::Relaxed),
             ringbuf_dropped: sum(abi::stat_index::RINGBUF_FULL)?,
-            no_storage: sum(abi::stat_index::NO_STORAGE)?,
+            other_calls: sum(abi::stat_index::OTHER_CALLS)?,
             eagain: sum(abi::stat_index::EAGAIN)?,
             errors: sum(abi::stat_index::ERRORS)?,
             read_failures: sum(abi::stat_index::READ_FAILURES)?,
             http_no_start_line: sum(abi::stat_index::HTTP_NO_START_LINE)?,
-            class_hits: sum(abi::stat_index::CLASS_HITS)?,
-            class_misses: sum(abi::stat_index::CLASS_MISSES)?,
             chunks_by_syscall: drained.by_syscall,
         };
         let (summary, _) = drained.decoder.finish();
@@ -348,11 +339,13 @@ mod tests {
     }
 
     #[test]
-    fn program_array_slots_are_the_x86_64_numbers_of_their_syscalls() {
+    fn wire_syscalls_have_their_x86_64_numbers() {
         // syscall_name reads the table copied from arch/x86/entry/syscalls/syscall_64.tbl.
-        for (program, nr) in abi::PROGRAMS {
-            assert_eq!(program.trim_start_matches("on_enter_"), crate::collect::syscall_name(nr), "{program} at slot {nr}");
+        for (value, nr) in abi::SYSCALL_NUMBERS {
+            assert_eq!(abi::syscall::NAMES[usize::from(value)], crate::collect::syscall_name(nr), "syscall {value} as number {nr}");
         }
+        let values: BTreeSet<u8> = abi::SYSCALL_NUMBERS.iter().map(|&(v, _)| v).collect();
+        assert_eq!(values, (1..=8).collect(), "every wire syscall exactly once");
     }
 
     #[test]

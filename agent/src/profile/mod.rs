@@ -104,8 +104,10 @@ pub struct WireCaptureReport {
     pub chunks_decoded: u64,
     /// Chunks lost because the ring buffer was full.
     pub ringbuf_dropped: u64,
-    /// Calls lost because no task storage could be created.
-    pub no_storage: u64,
+    /// Calls on classified sockets made through other syscalls (`sendmmsg`, `sendfile`, ...)
+    /// or from kernel threads and io_uring workers: no chunk. 0 in profiles of agents before it.
+    #[serde(default)]
+    pub other_calls: u64,
     /// Calls on classified sockets that returned `-EAGAIN` (no chunk).
     pub eagain: u64,
     /// Calls on classified sockets that returned another error or 0 (no chunk).
@@ -114,14 +116,6 @@ pub struct WireCaptureReport {
     pub read_failures: u64,
     /// HTTP chunks that did not begin with a start line: sent without any byte.
     pub http_no_start_line: u64,
-    /// Calls whose socket class came from the kernel's per-file cache (`socket_classes`,
-    /// checked still valid: 8 kernel reads instead of 13). 0 in profiles of agents before it.
-    #[serde(default)]
-    pub class_hits: u64,
-    /// Calls on a socket that was classified in full (first call on it, or a stale cache
-    /// entry). Calls on files that are not sockets count in neither.
-    #[serde(default)]
-    pub class_misses: u64,
     /// Chunks per syscall name (`sendto`, `recvfrom`, `writev`, ...).
     pub chunks_by_syscall: std::collections::BTreeMap<String, u64>,
 }
