@@ -431,11 +431,21 @@ mod tests {
 
     #[test]
     fn own_process_cpu_time_matches_getrusage() {
-        // Burn some CPU so the counters move, then compare with the kernel's getrusage.
-        let start = std::time::Instant::now();
+        // Burn 200 ms of this thread's own CPU (not of wall time: a busy machine gives the
+        // thread less than that in 200 ms) so the counters move, then compare with the
+        // kernel's getrusage.
+        let thread_cpu_ns = || {
+            let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            // SAFETY: t is a valid out pointer.
+            assert_eq!(unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) }, 0);
+            t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+        };
+        let start = thread_cpu_ns();
         let mut x = 0u64;
-        while start.elapsed().as_millis() < 200 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        while thread_cpu_ns() - start < 200_000_000 {
+            for _ in 0..1000 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            }
         }
         std::hint::black_box(x);
         let rusage_ns = || {
