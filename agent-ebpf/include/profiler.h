@@ -221,7 +221,8 @@ enum wire_stat_index {
 	WIRE_STAT_CHUNKS = 0,        /* chunks sent to the ring buffer */
 	WIRE_STAT_RINGBUF_FULL = 1,  /* chunks lost: `wire_chunks` was full */
 	WIRE_STAT_OTHER_CALLS = 2,   /* calls on classified sockets through other syscalls
-	                              * (sendmmsg, sendfile, ...) or from kernel threads: no chunk */
+	                              * (sendmmsg, sendfile, ...), from kernel threads, or
+	                              * MSG_PEEK receives: no chunk */
 	WIRE_STAT_EAGAIN = 3,        /* calls on classified sockets that returned -EAGAIN */
 	WIRE_STAT_ERRORS = 4,        /* ... that returned another error, or 0 */
 	WIRE_STAT_READ_FAILURES = 5, /* chunks whose head could not be read from user memory */

@@ -44,6 +44,7 @@
 #define AF_INET6 10
 #define SOCK_STREAM 1
 #define IPPROTO_TCP 6
+#define MSG_PEEK 2 /* include/linux/socket.h */
 /* task_struct.flags (include/linux/sched.h): no user registers of their own. */
 #define PF_IO_WORKER 0x00000010
 #define PF_KTHREAD 0x00200000
@@ -376,5 +377,12 @@ int BPF_PROG(on_sock_send, struct sock *sk, int ret, int flags)
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(on_sock_recv, struct sock *sk, int ret, int flags)
 {
+	/* A MSG_PEEK receive leaves the bytes in the socket for the next one: a chunk of it
+	 * would give the decoder the same bytes twice. */
+	if (flags & MSG_PEEK) {
+		if (current_is_target(bpf_get_current_pid_tgid() >> 32) && sk && classify(sk))
+			count_stat(WIRE_STAT_OTHER_CALLS);
+		return 0;
+	}
 	return on_sock_call(sk, ret, WIRE_RX);
 }

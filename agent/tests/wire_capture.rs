@@ -131,7 +131,7 @@ fn capture(app: &App, db_port: u16, work: impl FnOnce()) -> (Profile, String) {
     std::thread::sleep(Duration::from_millis(700));
     let secs = t0.elapsed().as_secs_f64();
     for s in collector.program_stats() {
-        if s.run_count > 0 && (s.program.starts_with("on_enter") || s.program.starts_with("on_exit") || s.program.starts_with("on_sys")) {
+        if s.run_count > 0 && (s.program.starts_with("on_sock") || s.program.starts_with("on_sys")) {
             eprintln!(
                 "bpf stats: {:<18} {:>9} runs ({:>8.0}/s) {:>6} ns/run",
                 s.program,

@@ -104,8 +104,9 @@ pub struct WireCaptureReport {
     pub chunks_decoded: u64,
     /// Chunks lost because the ring buffer was full.
     pub ringbuf_dropped: u64,
-    /// Calls on classified sockets made through other syscalls (`sendmmsg`, `sendfile`, ...)
-    /// or from kernel threads and io_uring workers: no chunk. 0 in profiles of agents before it.
+    /// Calls on classified sockets made through other syscalls (`sendmmsg`, `sendfile`, ...),
+    /// from kernel threads and io_uring workers, or receives with `MSG_PEEK` (their bytes come
+    /// again with the next receive): no chunk. 0 in profiles of agents before it.
     #[serde(default)]
     pub other_calls: u64,
     /// Calls on classified sockets that returned `-EAGAIN` (no chunk).
