@@ -173,6 +173,10 @@ struct AgentHook {
     rules: Arc<crate::attribute::RuleSet>,
     /// Which tracers run (`--overhead` measures each mode; the profiled run has everything).
     mode: super::overhead::AgentMode,
+    /// Also count library calls and lock acquisitions with uprobes (`counters.json`): on for
+    /// the profiled run, off in `--overhead`, whose modes are `profiler attach`'s. Each count
+    /// is an `int3` trap: on `/json` the five per request cost about 8% of the app's CPU.
+    counters: bool,
 }
 
 impl ProfileHook for AgentHook {
@@ -188,6 +192,7 @@ impl ProfileHook for AgentHook {
         let flag = stop.clone();
         let out = out_dir.to_path_buf();
         let rules = self.rules.clone();
+        let with_counters = self.counters;
         let (attached_tx, attached_rx) = mpsc::channel::<()>();
         // Target::resolve talks to Docker on a runtime of its own: it must run outside ours.
         let handle = std::thread::spawn(move || -> Result<(u64, String), String> {
@@ -195,7 +200,7 @@ impl ProfileHook for AgentHook {
             // Exact counts of library calls (tokio task spawns) over the same window: uprobe
             // counters on the app's binary, filtered on its cgroup (attribute::counters).
             let counters = match (&resolved.cgroup_dir, resolved.main_pid) {
-                (Some(cg), pid) if pid > 0 => {
+                (Some(cg), pid) if pid > 0 && with_counters => {
                     let exe = PathBuf::from(format!("/proc/{pid}/exe"));
                     // The app's own crate, for the lock counters: Cargo names a binary crate
                     // like its executable.
@@ -443,10 +448,10 @@ pub fn run(args: Args) -> Result<u8> {
         let pairs = if args.smoke { 1 } else { args.pairs.max(1) };
         let rules = Arc::new(rules);
         let frequency_hz = args.frequency;
-        super::overhead::run(&opts, pairs, &runtime, &progress, |mode| Box::new(AgentHook { frequency_hz, rules: rules.clone(), mode }))?;
+        super::overhead::run(&opts, pairs, &runtime, &progress, |mode| Box::new(AgentHook { frequency_hz, rules: rules.clone(), mode, counters: false }))?;
         return Ok(0);
     }
-    let hook = AgentHook { frequency_hz: args.frequency, rules: Arc::new(rules.clone()), mode: super::overhead::AgentMode::Everything };
+    let hook = AgentHook { frequency_hz: args.frequency, rules: Arc::new(rules.clone()), mode: super::overhead::AgentMode::Everything, counters: true };
     let hook_ref: Option<&dyn ProfileHook> = if args.no_profile { None } else { Some(&hook) };
     let results = Arc::new(Mutex::new(BenchResults::default()));
     let outcome = runtime.block_on(async {
