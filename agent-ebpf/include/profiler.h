@@ -105,7 +105,7 @@ _Static_assert(sizeof(struct syscall_stat) == 32 + 8 * LATENCY_BUCKETS, "syscall
 struct syscall_entry {
 	__u64 start_ns; /* bpf_ktime_get_ns() at sys_enter; 0 when no syscall is open */
 	__u32 nr;       /* syscall number at sys_enter */
-	__u32 _pad;
+	__u32 window;   /* tracing window of that sys_enter (`syscall_window`), from 1 */
 };
 _Static_assert(sizeof(struct syscall_entry) == 16, "syscall_entry is 16 bytes");
 

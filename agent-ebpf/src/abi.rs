@@ -245,8 +245,8 @@ pub struct SyscallEntry {
     pub start_ns: u64,
     /// Syscall number at sys_enter.
     pub nr: u32,
-    /// Padding.
-    pub _pad: u32,
+    /// Tracing window of that sys_enter (`MAP_SYSCALL_WINDOW`), from 1.
+    pub window: u32,
 }
 
 const _: () = assert!(size_of::<StackKey>() == 32);
@@ -300,6 +300,9 @@ pub mod names {
     pub const MAP_SYSCALL_STATS: &str = "syscall_stats";
     /// Task-local entry timestamps (`syscalls`).
     pub const MAP_SYSCALL_ENTRIES: &str = "syscall_entries";
+    /// The current tracing window's number (`syscalls`): array of one `u32`, from 1,
+    /// written by the agent before each attach of the `raw_syscalls` pair.
+    pub const MAP_SYSCALL_WINDOW: &str = "syscall_window";
     /// Target processes for `FilterMode::Pids` (every object): `u32` tgid -> `u8`.
     pub const MAP_TARGET_PIDS: &str = "target_pids";
     /// Loss counters (every object): per-CPU array of `u64`, indices in `lost_index`.

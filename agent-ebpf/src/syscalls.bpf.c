@@ -7,6 +7,13 @@
  * host: the target filter comes first (for a cgroup target: one helper call, no map
  * lookup); the entry timestamp lives in task-local storage (no hash update per call); the
  * statistics are a per-CPU array indexed by syscall number (no hash, no atomics).
+ *
+ * The agent may attach the pair only part of the time (`--syscalls-duty`: while no
+ * raw_syscalls program is attached, the kernel takes its fast syscall path again). Each
+ * attachment is a window with a number of its own (`syscall_window`, set by the agent
+ * before it attaches); a sys_exit counts only when its sys_enter was seen in the same
+ * window, so a call that began in an earlier window, whose exit was never seen, never
+ * lends its start time and number to a later call.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -24,6 +31,23 @@ struct {
 	__type(key, int);
 	__type(value, struct syscall_entry);
 } syscall_entries SEC(".maps");
+
+/* The current tracing window's number (key 0), from 1; written by the agent only while the
+ * programs are detached. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} syscall_window SEC(".maps");
+
+static __always_inline __u32 current_window(void)
+{
+	__u32 zero = 0;
+	__u32 *window = bpf_map_lookup_elem(&syscall_window, &zero);
+
+	return window ? *window : 0;
+}
 
 /* Statistics per syscall number, per CPU. */
 struct {
@@ -50,6 +74,7 @@ int on_sys_enter(__u64 *ctx)
 		return 0;
 	}
 	entry->nr = ctx[1];
+	entry->window = current_window();
 	entry->start_ns = bpf_ktime_get_ns();
 	return 0;
 }
@@ -86,6 +111,10 @@ int on_sys_exit(__u64 *ctx)
 		return 0; /* no sys_enter seen since the programs were attached */
 	if (entry->start_ns == 0)
 		return 0; /* entered before the programs were attached */
+	if (entry->window != current_window()) {
+		entry->start_ns = 0;
+		return 0; /* entered in an earlier window: its exit there was not seen */
+	}
 	nr = entry->nr;
 	now = bpf_ktime_get_ns();
 	delta = now - entry->start_ns;

@@ -241,8 +241,21 @@ impl Ctx<'_> {
         )
     }
 
+    /// Calls of syscall `name` in the run: the count, or its estimate when syscalls were
+    /// counted in windows ([`crate::profile::Meta::syscall_scale`]).
     fn syscall_count(&self, name: &str) -> Option<u64> {
-        self.profile.syscalls.iter().find(|s| s.name == name).map(|s| s.count)
+        let scale = self.profile.meta.syscall_scale();
+        self.profile.syscalls.iter().find(|s| s.name == name).map(|s| (s.count as f64 * scale).round() as u64)
+    }
+
+    /// How syscalls were counted, for evidence lines: empty when every call was counted.
+    fn syscall_counting(&self) -> String {
+        let scale = self.profile.meta.syscall_scale();
+        if scale > 1.0 {
+            format!(", estimated from {:.0}% of the run", 100.0 / scale)
+        } else {
+            String::new()
+        }
     }
 }
 
@@ -553,7 +566,11 @@ pub fn global_locks(ctx: &Ctx<'_>) -> Option<Finding> {
         ctx.per_request(wait_ns as f64 / 1e3).map_or(String::new(), |u| format!(", {u:.3} µs per request"))
     ));
     if let Some(n) = ctx.syscall_count("futex") {
-        f.evidence.push(format!("futex syscalls: {n}{}", ctx.per_request(n as f64).map_or(String::new(), |p| format!(" ({p:.4} per request)"))));
+        f.evidence.push(format!(
+            "futex syscalls: {n}{}{}",
+            ctx.per_request(n as f64).map_or(String::new(), |p| format!(" ({p:.4} per request)")),
+            ctx.syscall_counting()
+        ));
     }
     if let Some(p) = ctx.per_request(waits as f64) {
         f.counts_per_request.insert("lock_waits".into(), p);
@@ -622,8 +639,9 @@ pub fn metrics_without_recorder(ctx: &Ctx<'_>) -> Option<Finding> {
     f.evidence.push(format!("{recorder_samples} samples in a metrics recorder or exporter (none: nothing consumes the labels)"));
     f.evidence.push(ctx.samples_line("generating random UUIDs (uuid v4)", uuid_samples));
     f.evidence.push(format!(
-        "getrandom syscalls: {getrandom}{}",
-        getrandom_per_req.map_or(String::new(), |p| format!(" ({p:.2} per request)"))
+        "getrandom syscalls: {getrandom}{}{}",
+        getrandom_per_req.map_or(String::new(), |p| format!(" ({p:.2} per request)")),
+        ctx.syscall_counting()
     ));
     Some(f)
 }

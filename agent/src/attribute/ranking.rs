@@ -305,7 +305,10 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
     let mut generic = generic_findings(profile, &attr, opts.rules);
     generic.extend(generic_found);
     let mut syscalls: Vec<(String, f64)> = match requests {
-        Some(r) => profile.syscalls.iter().map(|s| (s.name.clone(), s.count as f64 / r as f64)).collect(),
+        Some(r) => {
+            let scale = profile.meta.syscall_scale();
+            profile.syscalls.iter().map(|s| (s.name.clone(), s.count as f64 * scale / r as f64)).collect()
+        }
         None => Vec::new(),
     };
     syscalls.sort_by(|a, b| b.1.total_cmp(&a.1));

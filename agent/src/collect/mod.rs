@@ -9,7 +9,9 @@
 //!   thread of the agent drains during the run.
 //! - Off-CPU: `on_sched_switch` on `tp_btf/sched_switch`, waits of at least
 //!   [`Options::offcpu_min_block_ns`].
-//! - Syscalls: `on_sys_enter` / `on_sys_exit` on the raw tracepoints of the same names.
+//! - Syscalls ([`syscalls`](self::syscalls)): `on_sys_enter` / `on_sys_exit` on the raw
+//!   tracepoints of the same names, attached [`Options::syscalls_duty_pct`] percent of the
+//!   time.
 //! - Wire capture ([`wire`]): `on_sock_send` / `on_sock_recv` on the BTF tracepoints
 //!   `sock_send_length` / `sock_recv_length` (no syscall hook of its own).
 //!
@@ -21,6 +23,7 @@
 mod dwarf;
 mod fp;
 mod syscall_names;
+mod syscalls;
 pub mod wire;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -29,16 +32,17 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use agent_ebpf::abi::{self, lost_index, names, FilterMode, OffcpuStart, OffcpuValue, StackKey, SyscallStat as AbiSyscallStat};
+use agent_ebpf::abi::{self, lost_index, names, FilterMode, OffcpuStart, OffcpuValue, StackKey};
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf, StackTraceMap};
 use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
-use aya::programs::{BtfTracePoint, PerfEvent, ProgramError, RawTracePoint};
+use aya::programs::{BtfTracePoint, PerfEvent, ProgramError};
 use aya::{Btf, Ebpf, EbpfError, EbpfLoader};
 
 pub use dwarf::{Unwind, DEFAULT_STACK_COPY_BYTES};
 pub use syscall_names::{syscall_name, SYSCALL_NAMES_X86_64};
+pub use syscalls::{DEFAULT_SYSCALL_DUTY_PCT, WINDOW_PERIOD as SYSCALL_WINDOW_PERIOD};
 
-use crate::profile::{Footprint, LostCounters, Meta, Process, RawProfile, RawStack, StackLost, SyscallStat};
+use crate::profile::{Footprint, LostCounters, Meta, Process, RawProfile, RawStack, StackLost};
 use crate::target::{Filter, ResolvedTarget};
 
 /// Errors of loading, attaching and draining.
@@ -114,6 +118,10 @@ pub struct Options {
     pub offcpu_min_block_ns: u64,
     /// Count syscalls and their latency. Default is true.
     pub syscalls: bool,
+    /// Share of the run the syscall programs are attached, percent (1..=100), in windows at
+    /// the start of each second; counts are scaled to the run (see [`syscalls`](self::syscalls)).
+    /// Default is [`DEFAULT_SYSCALL_DUTY_PCT`]; 100 counts every call.
+    pub syscalls_duty_pct: u32,
     /// How on-CPU user stacks are unwound: see [`Unwind`] and [`dwarf`](self::dwarf).
     /// Default is [`Unwind::Auto`] (stack copy + `.eh_frame` CFI, frame pointers where a
     /// binary has no CFI).
@@ -136,6 +144,7 @@ impl Default for Options {
             offcpu: true,
             offcpu_min_block_ns: 1_000,
             syscalls: true,
+            syscalls_duty_pct: DEFAULT_SYSCALL_DUTY_PCT,
             unwind: Unwind::Auto,
             stack_copy_bytes: DEFAULT_STACK_COPY_BYTES,
             wire: true,
@@ -161,7 +170,7 @@ pub struct Collector {
     /// `None` only inside [`Collector::finish`], after the sampler was finished.
     on_cpu: Option<OnCpu>,
     offcpu: Option<Ebpf>,
-    syscalls: Option<Ebpf>,
+    syscalls: Option<syscalls::SyscallTracer>,
     options: Options,
     description: String,
     cgroup_id: Option<u64>,
@@ -394,12 +403,7 @@ impl Collector {
             None
         };
         let mut syscalls = if options.syscalls {
-            let mut ebpf = load_object("syscalls", agent_ebpf::SYSCALLS_OBJECT, filter, &[])?;
-            for name in [names::PROG_ON_SYS_ENTER, names::PROG_ON_SYS_EXIT] {
-                let prog: &mut RawTracePoint = program(&mut ebpf, name)?;
-                prog.load().map_err(|e| load_error(name, e))?;
-            }
-            Some(ebpf)
+            Some(syscalls::SyscallTracer::load(filter, options.syscalls_duty_pct)?)
         } else {
             None
         };
@@ -418,13 +422,9 @@ impl Collector {
         if let Some(wire) = wire.as_mut() {
             wire.attach(&target.pids()?)?;
         }
-        // A sys_exit without a recorded sys_enter (the call began before attaching) is
-        // skipped by the program, so the attach order of the pair does not matter.
-        if let Some(ebpf) = syscalls.as_mut() {
-            for (name, tp) in [(names::PROG_ON_SYS_ENTER, names::RAW_TP_SYS_ENTER), (names::PROG_ON_SYS_EXIT, names::RAW_TP_SYS_EXIT)] {
-                let prog: &mut RawTracePoint = program(ebpf, name)?;
-                prog.attach(tp).map_err(|source| CollectError::Attach { program: name, source })?;
-            }
+        // The first window opens now; `Collector::tick` opens and closes the next ones.
+        if let Some(tracer) = syscalls.as_mut() {
+            tracer.open()?;
         }
         if let Some(ebpf) = offcpu.as_mut() {
             let prog: &mut BtfTracePoint = program(ebpf, names::PROG_ON_SCHED_SWITCH)?;
@@ -470,8 +470,8 @@ impl Collector {
         if let Some(ebpf) = self.offcpu.as_mut() {
             set_target_pids(ebpf, pids, old)?;
         }
-        if let Some(ebpf) = self.syscalls.as_mut() {
-            set_target_pids(ebpf, pids, old)?;
+        if let Some(tracer) = self.syscalls.as_mut() {
+            tracer.update_pids(pids, old)?;
         }
         if let Some(wire) = self.wire.as_mut() {
             wire.update_pids(pids, old)?;
@@ -510,9 +510,9 @@ impl Collector {
         if let Some(ebpf) = &self.offcpu {
             push(ebpf, names::PROG_ON_SCHED_SWITCH);
         }
-        if let Some(ebpf) = &self.syscalls {
-            push(ebpf, names::PROG_ON_SYS_ENTER);
-            push(ebpf, names::PROG_ON_SYS_EXIT);
+        if let Some(tracer) = &self.syscalls {
+            push(tracer.ebpf(), names::PROG_ON_SYS_ENTER);
+            push(tracer.ebpf(), names::PROG_ON_SYS_EXIT);
         }
         if let Some(wire) = &self.wire {
             for (name, _) in agent_ebpf::abi::wire::PROGRAMS {
@@ -533,6 +533,19 @@ impl Collector {
     /// Time since sampling started.
     pub fn elapsed(&self) -> Duration {
         self.started.elapsed()
+    }
+
+    /// Opens or closes the syscall programs' window for this moment of the run
+    /// ([`Options::syscalls_duty_pct`]) and returns the time until the next change
+    /// (`Duration::MAX` when nothing changes). [`run`] calls it; a caller of
+    /// [`Collector::start`] that never does keeps the first window open all along, which
+    /// [`Meta::syscall_windows`] then records as such.
+    pub fn tick(&mut self) -> Result<Duration, CollectError> {
+        let elapsed = self.started.elapsed();
+        match self.syscalls.as_mut() {
+            Some(tracer) => tracer.tick(elapsed),
+            None => Ok(Duration::MAX),
+        }
     }
 
     /// Detaches every program, then drains all maps into a [`RawProfile`]. `partial` is
@@ -556,11 +569,8 @@ impl Collector {
             let prog: &mut BtfTracePoint = program(ebpf, names::PROG_ON_SCHED_SWITCH)?;
             prog.unload().map_err(|source| CollectError::Attach { program: names::PROG_ON_SCHED_SWITCH, source })?;
         }
-        if let Some(ebpf) = self.syscalls.as_mut() {
-            for name in [names::PROG_ON_SYS_ENTER, names::PROG_ON_SYS_EXIT] {
-                let prog: &mut RawTracePoint = program(ebpf, name)?;
-                prog.unload().map_err(|source| CollectError::Attach { program: name, source })?;
-            }
+        if let Some(tracer) = self.syscalls.as_mut() {
+            tracer.close()?;
         }
         let (wire, wire_report) = match self.wire.take() {
             Some(capture) => {
@@ -591,12 +601,13 @@ impl Collector {
             }
             None => Vec::new(),
         };
-        let syscalls = match &self.syscalls {
-            Some(ebpf) => {
-                add_lost(ebpf, &mut lost)?;
-                drain_syscalls(ebpf)?
+        let (syscalls, syscall_windows) = match self.syscalls.take() {
+            Some(tracer) => {
+                add_lost(tracer.ebpf(), &mut lost)?;
+                let (stats, windows) = tracer.finish(duration)?;
+                (stats, Some(windows))
             }
-            None => Vec::new(),
+            None => (Vec::new(), None),
         };
 
         let seen: BTreeSet<u32> = on_cpu.iter().chain(&off_cpu).map(|s| s.pid).collect();
@@ -621,6 +632,7 @@ impl Collector {
             unwind,
             wire: wire_report,
             footprint: Some(footprint),
+            syscall_windows,
         };
         Ok(RawProfile { meta, processes, on_cpu, off_cpu, syscalls, lost, wire })
     }
@@ -753,32 +765,6 @@ fn drain_off_cpu(ebpf: &Ebpf, end_ktime: u64, min_block_ns: u64) -> Result<Vec<R
     Ok(out)
 }
 
-fn drain_syscalls(ebpf: &Ebpf) -> Result<Vec<SyscallStat>, CollectError> {
-    let map = ebpf.map(names::MAP_SYSCALL_STATS).ok_or_else(|| map_error(names::MAP_SYSCALL_STATS, "missing"))?;
-    let stats: PerCpuArray<&MapData, AbiSyscallStat> =
-        PerCpuArray::try_from(map).map_err(|e| map_error(names::MAP_SYSCALL_STATS, e))?;
-    let mut out = Vec::new();
-    for nr in 0..abi::MAX_SYSCALLS {
-        let per_cpu = stats.get(&nr, 0).map_err(|e| map_error(names::MAP_SYSCALL_STATS, e))?;
-        let mut sum = SyscallStat { nr, name: String::new(), latency_log2_ns: vec![0; abi::LATENCY_BUCKETS], ..Default::default() };
-        for cpu in per_cpu.iter() {
-            sum.count += cpu.count;
-            sum.errors += cpu.errors;
-            sum.eagain += cpu.eagain;
-            sum.total_ns += cpu.total_ns;
-            for (total, bucket) in sum.latency_log2_ns.iter_mut().zip(cpu.latency_log2_ns) {
-                *total += bucket;
-            }
-        }
-        if sum.count > 0 {
-            sum.name = syscall_name(nr);
-            out.push(sum);
-        }
-    }
-    out.sort_by(|a, b| b.count.cmp(&a.count).then(a.nr.cmp(&b.nr)));
-    Ok(out)
-}
-
 fn add_lost(ebpf: &Ebpf, lost: &mut LostCounters) -> Result<(), CollectError> {
     let map = ebpf.map(names::MAP_LOST).ok_or_else(|| map_error(names::MAP_LOST, "missing"))?;
     let counters: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map).map_err(|e| map_error(names::MAP_LOST, e))?;
@@ -821,7 +807,14 @@ pub fn run(
             break StopReason::Deadline;
         }
         on_tick(elapsed);
-        std::thread::sleep((duration - elapsed).min(Duration::from_millis(100)));
+        let next_window_change = match collector.tick() {
+            Ok(d) => d,
+            Err(e) => {
+                failure = Some(e.to_string());
+                break StopReason::Interrupted;
+            }
+        };
+        std::thread::sleep((duration - elapsed).min(Duration::from_millis(100)).min(next_window_change));
         if last_refresh.elapsed() >= Duration::from_secs(1) {
             last_refresh = Instant::now();
             let old = match &target.filter {

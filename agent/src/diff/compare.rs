@@ -52,9 +52,13 @@ pub const NOISE_Z_FRAMES: f64 = 4.5;
 /// Measured: `epoll_wait` 2.68 vs 0.81 per request in two runs of the same code.
 pub const IDLE_SYSCALL_FLOOR: f64 = 0.75;
 
-/// Syscalls that wait for work: their count per request depends on load, not on the request path.
+/// Syscalls that wait for work, or wake a thread that waits: their count per request depends
+/// on load, not on the request path. `write` is here for the wake-ups of tokio's I/O driver
+/// (mio's `Waker::wake` writes an eventfd; on-CPU stacks `IoHandle::unpark` -> `File::write`):
+/// 0.079, 0.349, 0.264 and 0.082 per request in four `deals-create` benches of the same code
+/// (2026-11-30), the only row besides the double parse that `diff_bench` called.
 pub const IDLE_SYSCALLS: &[&str] =
-    &["epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select", "pselect6", "futex", "sched_yield", "nanosleep", "clock_nanosleep"];
+    &["epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select", "pselect6", "futex", "sched_yield", "nanosleep", "clock_nanosleep", "write"];
 
 /// Relative change (0..1) of a profile figure that one profiled run per side cannot tell from
 /// noise: 0.25. Measured on this machine (2 CPUs shared with other work, 2026-11-30): between
@@ -361,7 +365,9 @@ struct Figures {
     per_req: Option<f64>,
     costs: BTreeMap<String, u64>,
     layers: BTreeMap<String, u64>,
+    /// Syscall counts as counted, and the factor to the whole run's (`Meta::syscall_scale`).
     syscalls: BTreeMap<String, u64>,
+    syscall_scale: f64,
     round_trips: BTreeMap<String, u64>,
     spawn_samples: u64,
     lock_waits: (u64, u64),
@@ -477,7 +483,8 @@ fn figures(profile: &Profile, requests: Option<u64>, norm: Normalization, rules:
             lock_waits.1 += c.total_ns;
         }
     }
-    Figures { samples, k, per_req, costs, layers, syscalls, round_trips, spawn_samples, lock_waits, frames, self_frames }
+    let syscall_scale = profile.meta.syscall_scale();
+    Figures { samples, k, per_req, costs, layers, syscalls, syscall_scale, round_trips, spawn_samples, lock_waits, frames, self_frames }
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -658,11 +665,14 @@ fn compare_test(b: &TestSide, h: &TestSide, opts: &Options<'_>) -> TestDiff {
     rows.extend(section(Section::Cost, cpu_unit, &fb.costs, &fh.costs, fb.k, fh.k, 1));
     if let (Some(rb), Some(rh)) = (fb.per_req, fh.per_req) {
         rows.extend(section(Section::RoundTrips, "round trips/req", &fb.round_trips, &fh.round_trips, rb, rh, 1));
-        rows.extend(section(Section::Syscalls, "calls/req", &fb.syscalls, &fh.syscalls, rb, rh, 1));
+        // Counts seen in windows carry the Poisson noise of what was seen: scaled by the
+        // window factor, not counted as if every call had been.
+        let (sb, sh) = (rb * fb.syscall_scale, rh * fh.syscall_scale);
+        rows.extend(section(Section::Syscalls, "calls/req", &fb.syscalls, &fh.syscalls, sb, sh, 1));
         let clones = |f: &Figures| ["clone", "clone3", "fork", "vfork"].iter().filter_map(|n| f.syscalls.get(*n)).sum::<u64>();
         let mut spawns = vec![
             sc.row(Section::Spawns, "tokio task spawns (CPU in spawn calls)", cpu_unit, (fb.spawn_samples, fb.k), (fh.spawn_samples, fh.k)),
-            sc.row(Section::Spawns, "thread/process spawns (clone, clone3, fork, vfork)", "calls/req", (clones(&fb), rb), (clones(&fh), rh)),
+            sc.row(Section::Spawns, "thread/process spawns (clone, clone3, fork, vfork)", "calls/req", (clones(&fb), sb), (clones(&fh), sh)),
         ];
         spawns.retain(|r| r.counts != Some((0, 0)));
         rows.extend(spawns);

@@ -17,7 +17,11 @@ pub mod pprof;
 
 /// Version of the `profile.json` schema. Bump it on any change a reader must know about;
 /// readers refuse versions newer than theirs with one clear line.
-pub const SCHEMA_VERSION: u32 = 1;
+///
+/// History: 1, the first; 2, syscall statistics may cover only part of the run
+/// ([`Meta::syscall_windows`]): a reader of version 1 would take their counts for the
+/// whole run's.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// What was profiled, when, how, and whether the run ended early.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -58,6 +62,40 @@ pub struct Meta {
     /// `None` in profiles recorded before it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub footprint: Option<Footprint>,
+    /// When the syscall programs were attached (`collect::Options::syscalls_duty_pct`);
+    /// `None` when syscalls were not counted, and in profiles of schema 1, whose counts cover
+    /// the whole run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syscall_windows: Option<SyscallWindows>,
+}
+
+impl Meta {
+    /// Factor from the syscall counts of the profile ([`SyscallStat`], counted while the
+    /// syscall programs were attached) to estimates for the whole run:
+    /// `duration_ns / traced_ns`, 1.0 when they were attached all along (or the profile
+    /// does not say). Multiply counts, errors and `-EAGAIN` returns by it; latency
+    /// percentiles and means need no scaling.
+    pub fn syscall_scale(&self) -> f64 {
+        match &self.syscall_windows {
+            Some(w) if w.traced_ns > 0 && w.traced_ns < self.duration_ns => self.duration_ns as f64 / w.traced_ns as f64,
+            _ => 1.0,
+        }
+    }
+}
+
+/// The windows in which syscalls were counted (`collect::Collector`): the syscall programs
+/// were attached during the first `duty_pct`% of every `period_ns` of the run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyscallWindows {
+    /// Requested share of the run, percent (100: attached all along).
+    pub duty_pct: u32,
+    /// Length of one on/off cycle, ns.
+    pub period_ns: u64,
+    /// Windows opened.
+    pub windows: u32,
+    /// Time the programs were attached, summed over the windows, ns (at most the run's
+    /// `duration_ns`).
+    pub traced_ns: u64,
 }
 
 /// The agent's own cost during a run (`collect::Collector`), measured on its own process.

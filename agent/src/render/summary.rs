@@ -176,7 +176,22 @@ pub fn summary(profile: &Profile) -> String {
     }
     let report = syscalls::report(profile);
     if !report.syscalls.is_empty() {
-        let _ = writeln!(s, "\ntop syscalls by calls:");
+        match &profile.meta.syscall_windows {
+            Some(w) if report.traced_share < 1.0 => {
+                let _ = writeln!(
+                    s,
+                    "\ntop syscalls by calls (counted in {} windows of {} ms every {} ms, {:.1}% of the run; calls and errors are estimates, {:.2}x the calls seen):",
+                    w.windows,
+                    w.period_ns * w.duty_pct as u64 / 100 / 1_000_000,
+                    w.period_ns / 1_000_000,
+                    100.0 * report.traced_share,
+                    1.0 / report.traced_share
+                );
+            }
+            _ => {
+                let _ = writeln!(s, "\ntop syscalls by calls:");
+            }
+        }
         let _ = writeln!(
             s,
             "  {:<16} {:>10} {:>10} {:>8} {:>8} {:>9} {:>9} {:>9}",

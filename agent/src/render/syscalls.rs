@@ -2,15 +2,20 @@
 //!
 //! Shape (all latencies in ns, rates per second of wall-clock run time):
 //! ```json
-//! {"duration_ns": 10000000000,
-//!  "syscalls": [{"nr": 44, "name": "sendto", "count": 3000, "errors": 0, "eagain": 0,
+//! {"duration_ns": 10000000000, "traced_share": 0.25,
+//!  "syscalls": [{"nr": 44, "name": "sendto", "count": 3000, "traced_calls": 750,
+//!                "errors": 0, "eagain": 0,
 //!                "calls_per_sec": 300.0, "errors_per_sec": 0.0, "eagain_per_sec": 0.0,
 //!                "total_latency_ns": 2400000, "mean_latency_ns": 800.0,
 //!                "p50_latency_ns": 768.0, "p99_latency_ns": 2016.0,
 //!                "latency_log2_ns": [0, 0, ...]}]}
 //! ```
-//! sorted by `count`, most called first. Percentiles are estimated from the log2 histogram
-//! ([`log2_quantile`]); the mean is exact (`total_latency_ns / count`).
+//! sorted by `count`, most called first. When the syscall programs were attached only part of
+//! the run (`traced_share` < 1, see `collect::Options::syscalls_duty_pct`), `count`, `errors`,
+//! `eagain` and the rates are estimates for the whole run (the calls seen, `traced_calls`,
+//! times [`Meta::syscall_scale`](crate::profile::Meta::syscall_scale)); the histogram and
+//! `total_latency_ns` are the calls seen. Percentiles are estimated from the log2 histogram
+//! ([`log2_quantile`]); the mean is exact (`total_latency_ns / traced_calls`).
 
 use serde::Serialize;
 
@@ -23,11 +28,13 @@ pub struct SyscallReport {
     pub nr: u32,
     /// Syscall name, e.g. `sendto`.
     pub name: String,
-    /// Completed calls.
+    /// Completed calls in the run (an estimate when `traced_share` < 1).
     pub count: u64,
-    /// Calls that returned an error, `-EAGAIN` included.
+    /// Completed calls seen while the syscall programs were attached.
+    pub traced_calls: u64,
+    /// Calls that returned an error, `-EAGAIN` included (estimated like `count`).
     pub errors: u64,
-    /// Calls that returned `-EAGAIN`.
+    /// Calls that returned `-EAGAIN` (estimated like `count`).
     pub eagain: u64,
     /// Calls per second of run time (0 when the duration is unknown).
     pub calls_per_sec: f64,
@@ -35,7 +42,7 @@ pub struct SyscallReport {
     pub errors_per_sec: f64,
     /// `-EAGAIN` returns per second of run time.
     pub eagain_per_sec: f64,
-    /// Sum of entry-to-exit latencies, ns.
+    /// Sum of entry-to-exit latencies of the calls seen, ns.
     pub total_latency_ns: u64,
     /// Mean latency, ns (`None` without calls).
     pub mean_latency_ns: Option<f64>,
@@ -52,6 +59,9 @@ pub struct SyscallReport {
 pub struct SyscallsReport {
     /// Wall-clock length of the run the rates are per, ns.
     pub duration_ns: u64,
+    /// Share of the run the syscall programs were attached (0..=1; 1 when every call was
+    /// counted).
+    pub traced_share: f64,
     /// One entry per syscall, most called first (ties by name).
     pub syscalls: Vec<SyscallReport>,
 }
@@ -91,17 +101,21 @@ fn per_sec(n: u64, duration_ns: u64) -> f64 {
     }
 }
 
-/// One syscall's derived statistics over a run of `duration_ns`.
-pub fn syscall_report(stat: &SyscallStat, duration_ns: u64) -> SyscallReport {
+/// One syscall's derived statistics over a run of `duration_ns`, its counts multiplied by
+/// `scale` (see [`Meta::syscall_scale`](crate::profile::Meta::syscall_scale)).
+pub fn syscall_report(stat: &SyscallStat, duration_ns: u64, scale: f64) -> SyscallReport {
+    let est = |n: u64| (n as f64 * scale).round() as u64;
+    let (count, errors, eagain) = (est(stat.count), est(stat.errors), est(stat.eagain));
     SyscallReport {
         nr: stat.nr,
         name: stat.name.clone(),
-        count: stat.count,
-        errors: stat.errors,
-        eagain: stat.eagain,
-        calls_per_sec: per_sec(stat.count, duration_ns),
-        errors_per_sec: per_sec(stat.errors, duration_ns),
-        eagain_per_sec: per_sec(stat.eagain, duration_ns),
+        count,
+        traced_calls: stat.count,
+        errors,
+        eagain,
+        calls_per_sec: per_sec(count, duration_ns),
+        errors_per_sec: per_sec(errors, duration_ns),
+        eagain_per_sec: per_sec(eagain, duration_ns),
         total_latency_ns: stat.total_ns,
         mean_latency_ns: (stat.count > 0).then(|| stat.total_ns as f64 / stat.count as f64),
         p50_latency_ns: log2_quantile(&stat.latency_log2_ns, 0.5),
@@ -113,14 +127,16 @@ pub fn syscall_report(stat: &SyscallStat, duration_ns: u64) -> SyscallReport {
 /// The `syscalls.json` content of `profile`.
 pub fn report(profile: &Profile) -> SyscallsReport {
     let duration_ns = profile.meta.duration_ns;
+    let scale = profile.meta.syscall_scale();
     let mut syscalls: Vec<SyscallReport> = profile
         .syscalls
         .iter()
-        .map(|s| syscall_report(s, duration_ns))
+        .map(|s| syscall_report(s, duration_ns, scale))
         .collect();
     syscalls.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.name.cmp(&b.name)));
     SyscallsReport {
         duration_ns,
+        traced_share: 1.0 / scale,
         syscalls,
     }
 }
@@ -158,10 +174,16 @@ mod tests {
             total_ns: 1_000,
             latency_log2_ns: vec![],
         };
-        let r = syscall_report(&stat, 500_000_000);
+        let r = syscall_report(&stat, 500_000_000, 1.0);
         assert_eq!((r.calls_per_sec, r.errors_per_sec, r.eagain_per_sec), (20.0, 8.0, 4.0));
         assert_eq!(r.mean_latency_ns, Some(100.0));
         assert_eq!(r.p50_latency_ns, None);
-        assert_eq!(syscall_report(&stat, 0).calls_per_sec, 0.0);
+        assert_eq!(syscall_report(&stat, 0, 1.0).calls_per_sec, 0.0);
+        // Counted a quarter of the run: counts and rates are 4x the calls seen, the mean is
+        // that of the calls seen.
+        let r = syscall_report(&stat, 500_000_000, 4.0);
+        assert_eq!((r.count, r.traced_calls, r.errors, r.eagain), (40, 10, 16, 8));
+        assert_eq!((r.calls_per_sec, r.errors_per_sec, r.eagain_per_sec), (80.0, 32.0, 16.0));
+        assert_eq!(r.mean_latency_ns, Some(100.0));
     }
 }

@@ -1,0 +1,180 @@
+//! Syscall statistics (`syscalls.bpf.c`): `on_sys_enter` / `on_sys_exit` on the raw
+//! tracepoints `sys_enter` / `sys_exit`, attached all the time or in windows.
+//!
+//! Why windows: while any `raw_syscalls` program is attached, every syscall of every task on
+//! the host takes the kernel's slow path (`syscall_trace_enter`, `syscall_exit_work`) and
+//! runs the filter, whatever the target. Measured on target-app's `/json` (about 400,000
+//! syscalls a second): 15-20 points of throughput (README, "Performance"). fentry, which
+//! would avoid the slow path, is refused on the machines this agent was built on. So by
+//! default the pair is attached [`DEFAULT_SYSCALL_DUTY_PCT`] percent of the time: a window of
+//! `duty × WINDOW_PERIOD` at the start of every [`WINDOW_PERIOD`] of the run, and detached
+//! (fast path again) in between.
+//!
+//! The kernel counts calls that began and ended inside one window (a call that began in an
+//! earlier window is skipped by its window number, `MAP_SYSCALL_WINDOW`). The agent measures
+//! the time the pair was attached ([`SyscallWindows::traced_ns`]); counts stay as counted in
+//! [`SyscallStat`] and readers scale them with [`Meta::syscall_scale`] (run time / traced
+//! time) into estimates for the whole run. Latency percentiles need no scaling. The estimate
+//! assumes the target's syscall mix is steady at the scale of a second; calls blocked for
+//! longer than a window (an idle `epoll_wait`) are under-counted. `--syscalls-duty 100`
+//! counts every call.
+//!
+//! [`Meta::syscall_scale`]: crate::profile::Meta::syscall_scale
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use agent_ebpf::abi::{self, names, SyscallStat as AbiSyscallStat};
+use aya::maps::{Array, MapData, PerCpuArray};
+use aya::programs::raw_trace_point::RawTracePointLinkId;
+use aya::programs::RawTracePoint;
+use aya::Ebpf;
+
+use super::{load_error, load_object, map_error, program, set_target_pids, syscall_name, CollectError};
+use crate::profile::{SyscallStat, SyscallWindows};
+use crate::target::Filter;
+
+/// Default share of the run the syscall programs are attached, percent (`--syscalls-duty`).
+pub const DEFAULT_SYSCALL_DUTY_PCT: u32 = 25;
+
+/// Length of one on/off cycle of the syscall programs: each starts with a window of
+/// `duty × WINDOW_PERIOD`, 250 ms at the default duty.
+pub const WINDOW_PERIOD: Duration = Duration::from_secs(1);
+
+/// The loaded syscall programs and their windows.
+pub(super) struct SyscallTracer {
+    ebpf: Ebpf,
+    duty_pct: u32,
+    /// The links of the open window (`sys_enter`, `sys_exit`).
+    links: Option<[RawTracePointLinkId; 2]>,
+    /// Number of the latest window, from 1 (0 before the first).
+    window: u32,
+    /// When the open window began.
+    opened: Option<Instant>,
+    /// Time of the closed windows.
+    traced: Duration,
+}
+
+impl SyscallTracer {
+    /// Loads both programs (verified, not attached). `duty_pct` must be 1..=100.
+    pub(super) fn load(filter: &Filter, duty_pct: u32) -> Result<Self, CollectError> {
+        if !(1..=100).contains(&duty_pct) {
+            return Err(map_error(names::MAP_SYSCALL_WINDOW, format!("syscall duty {duty_pct}% is not in 1..=100")));
+        }
+        let mut ebpf = load_object("syscalls", agent_ebpf::SYSCALLS_OBJECT, filter, &[])?;
+        for name in [names::PROG_ON_SYS_ENTER, names::PROG_ON_SYS_EXIT] {
+            let prog: &mut RawTracePoint = program(&mut ebpf, name)?;
+            prog.load().map_err(|e| load_error(name, e))?;
+        }
+        Ok(SyscallTracer { ebpf, duty_pct, links: None, window: 0, opened: None, traced: Duration::ZERO })
+    }
+
+    /// The object (maps, run statistics).
+    pub(super) fn ebpf(&self) -> &Ebpf {
+        &self.ebpf
+    }
+
+    /// See [`super::Collector::update_pids`].
+    pub(super) fn update_pids(&mut self, pids: &BTreeSet<u32>, old: &BTreeSet<u32>) -> Result<(), CollectError> {
+        set_target_pids(&mut self.ebpf, pids, old)
+    }
+
+    /// Opens a window: a new window number, then both programs attached. A `sys_exit`
+    /// without its `sys_enter` in this window is skipped by the program, so the attach
+    /// order of the pair does not matter.
+    pub(super) fn open(&mut self) -> Result<(), CollectError> {
+        if self.links.is_some() {
+            return Ok(());
+        }
+        self.window += 1;
+        let map = self.ebpf.map_mut(names::MAP_SYSCALL_WINDOW).ok_or_else(|| map_error(names::MAP_SYSCALL_WINDOW, "missing"))?;
+        let mut array: Array<&mut MapData, u32> = Array::try_from(map).map_err(|e| map_error(names::MAP_SYSCALL_WINDOW, e))?;
+        array.set(0, self.window, 0).map_err(|e| map_error(names::MAP_SYSCALL_WINDOW, e))?;
+        let mut links = Vec::with_capacity(2);
+        for (name, tp) in [(names::PROG_ON_SYS_ENTER, names::RAW_TP_SYS_ENTER), (names::PROG_ON_SYS_EXIT, names::RAW_TP_SYS_EXIT)] {
+            let prog: &mut RawTracePoint = program(&mut self.ebpf, name)?;
+            links.push(prog.attach(tp).map_err(|source| CollectError::Attach { program: name, source })?);
+        }
+        self.opened = Some(Instant::now());
+        let exit = links.pop().expect("two links");
+        let enter = links.pop().expect("two links");
+        self.links = Some([enter, exit]);
+        Ok(())
+    }
+
+    /// Closes the open window (detaches both programs) and adds its time.
+    pub(super) fn close(&mut self) -> Result<(), CollectError> {
+        let Some([enter, exit]) = self.links.take() else {
+            return Ok(());
+        };
+        for (name, link) in [(names::PROG_ON_SYS_ENTER, enter), (names::PROG_ON_SYS_EXIT, exit)] {
+            let prog: &mut RawTracePoint = program(&mut self.ebpf, name)?;
+            prog.detach(link).map_err(|source| CollectError::Attach { program: name, source })?;
+        }
+        if let Some(opened) = self.opened.take() {
+            self.traced += opened.elapsed();
+        }
+        Ok(())
+    }
+
+    /// Opens or closes the window for `elapsed` time since the run started (a window is open
+    /// during the first `duty × WINDOW_PERIOD` of each period) and returns the time until
+    /// the next change.
+    pub(super) fn tick(&mut self, elapsed: Duration) -> Result<Duration, CollectError> {
+        if self.duty_pct >= 100 {
+            self.open()?;
+            return Ok(Duration::MAX);
+        }
+        let on = WINDOW_PERIOD * self.duty_pct / 100;
+        let phase = Duration::from_nanos((elapsed.as_nanos() % WINDOW_PERIOD.as_nanos()) as u64);
+        if phase < on {
+            self.open()?;
+            Ok(on - phase)
+        } else {
+            self.close()?;
+            Ok(WINDOW_PERIOD - phase)
+        }
+    }
+
+    /// Closes the last window and reads the statistics of a run of length `run`:
+    /// `(per syscall, windows)`.
+    pub(super) fn finish(mut self, run: Duration) -> Result<(Vec<SyscallStat>, SyscallWindows), CollectError> {
+        self.close()?;
+        let stats = drain(&self.ebpf)?;
+        let windows = SyscallWindows {
+            duty_pct: self.duty_pct,
+            period_ns: WINDOW_PERIOD.as_nanos() as u64,
+            windows: self.window,
+            traced_ns: (self.traced.as_nanos() as u64).min(run.as_nanos() as u64),
+        };
+        Ok((stats, windows))
+    }
+}
+
+/// Sums the per-CPU statistics per syscall number; syscalls never seen are left out. Most
+/// called first (ties by number).
+fn drain(ebpf: &Ebpf) -> Result<Vec<SyscallStat>, CollectError> {
+    let map = ebpf.map(names::MAP_SYSCALL_STATS).ok_or_else(|| map_error(names::MAP_SYSCALL_STATS, "missing"))?;
+    let stats: PerCpuArray<&MapData, AbiSyscallStat> =
+        PerCpuArray::try_from(map).map_err(|e| map_error(names::MAP_SYSCALL_STATS, e))?;
+    let mut out = Vec::new();
+    for nr in 0..abi::MAX_SYSCALLS {
+        let per_cpu = stats.get(&nr, 0).map_err(|e| map_error(names::MAP_SYSCALL_STATS, e))?;
+        let mut sum = SyscallStat { nr, name: String::new(), latency_log2_ns: vec![0; abi::LATENCY_BUCKETS], ..Default::default() };
+        for cpu in per_cpu.iter() {
+            sum.count += cpu.count;
+            sum.errors += cpu.errors;
+            sum.eagain += cpu.eagain;
+            sum.total_ns += cpu.total_ns;
+            for (total, bucket) in sum.latency_log2_ns.iter_mut().zip(cpu.latency_log2_ns) {
+                *total += bucket;
+            }
+        }
+        if sum.count > 0 {
+            sum.name = syscall_name(nr);
+            out.push(sum);
+        }
+    }
+    out.sort_by(|a, b| b.count.cmp(&a.count).then(a.nr.cmp(&b.nr)));
+    Ok(out)
+}
