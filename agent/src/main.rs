@@ -1,8 +1,9 @@
 //! The `profiler` binary: argument parsing, logging set-up and error printing only.
 //!
 //! Every subcommand lives in [`profiler::commands`]; this file only dispatches. Errors print
-//! their whole chain as `profiler: error: {:#}` on one line and exit with status 2; a broken
-//! pipe on stdout (`profiler report ... | head`) exits 0, as ripgrep does.
+//! their chain on one line, `profiler: error: ` + [`commands::error_line`] (each cause once),
+//! and exit with status 2; a broken pipe on stdout (`profiler report ... | head`) exits 0, as
+//! ripgrep does.
 
 use std::process::ExitCode;
 
@@ -47,7 +48,7 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(err) if commands::is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("profiler: error: {err:#}");
+            eprintln!("profiler: error: {}", commands::error_line(&err));
             ExitCode::from(2)
         }
     }

@@ -144,3 +144,70 @@ fn perf_script_samples_match_perf() {
     // inferno's collapser puts the command first: every stack starts with `sh`.
     assert!(profile.stacks.iter().all(|s| profile.frames[s.frames[0] as usize].function == "sh"));
 }
+
+/// Asserts exit 2 and exactly `line` (plus its line break) on stderr.
+fn refused_with(args: &[&Path], extra: &[&str], line: &str) {
+    let (code, _, stderr) = run(args, extra);
+    assert_eq!(code, 2, "stderr: {stderr}");
+    assert_eq!(stderr, format!("{line}\n"));
+}
+
+fn write_json(path: &Path, v: &serde_json::Value) -> PathBuf {
+    std::fs::write(path, v.to_string()).unwrap();
+    path.to_path_buf()
+}
+
+/// Each cause once: the error types wrote their source into their message and returned it as
+/// their source too, and `main` printed the chain, so every OS and parser error came twice.
+#[test]
+fn errors_say_each_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base_file = data().join("base/deals-create/profile.json.gz");
+
+    let missing = d.join("nonexistent.json");
+    refused_with(&[&missing, &base_file], &[], &format!("profiler: error: BASE: {}: No such file or directory (os error 2)", missing.display()));
+    refused_with(&[&base_file, &missing], &[], &format!("profiler: error: HEAD: {}: No such file or directory (os error 2)", missing.display()));
+
+    let trunc = d.join("trunc.json");
+    std::fs::write(&trunc, "{\"format\": \"profiler-profile\", \"meta\": {\"target\": \"x").unwrap();
+    refused_with(&[&trunc, &base_file], &[], &format!("profiler: error: BASE: {}: not JSON: EOF while parsing a string at line 1 column 52", trunc.display()));
+
+    let array = d.join("array.json");
+    std::fs::write(&array, "[1, 2]").unwrap();
+    refused_with(&[&base_file, &array], &[], &format!("profiler: error: HEAD: {}: not a profiler profile.json (a JSON array, expected an object)", array.display()));
+
+    let no_format = write_json(&d.join("no-format.json"), &serde_json::json!({"schema_version": 1}));
+    refused_with(&[&no_format, &base_file], &[], &format!("profiler: error: BASE: {}: not a profiler profile.json (no \"format\": \"profiler-profile\" field)", no_format.display()));
+
+    let mut future = base_profile();
+    future["schema_version"] = 99.into();
+    let future = write_json(&d.join("future.json"), &future);
+    refused_with(
+        &[&base_file, &future],
+        &[],
+        &format!("profiler: error: HEAD: {}: profile schema version 99 is newer than the 2 this profiler reads; use a newer profiler", future.display()),
+    );
+
+    // A bench output whose test folder is missing.
+    let bench = d.join("bench");
+    std::fs::create_dir_all(&bench).unwrap();
+    std::fs::copy(data().join("base/results.json"), bench.join("results.json")).unwrap();
+    refused_with(
+        &[&bench, &data().join("head")],
+        &[],
+        &format!(
+            "profiler: error: BASE: {}: invalid results.json: test deals-create was profiled into deals-create, but {} has no profile.json or profile.json.gz",
+            bench.join("results.json").display(),
+            bench.join("deals-create").display()
+        ),
+    );
+
+    // --rules: a TOML error has several lines; they are joined into one.
+    let rules = d.join("bad.toml");
+    std::fs::write(&rules, "x = \n").unwrap();
+    let (code, _, stderr) = run(&[&base_file, &base_file], &["--rules", rules.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "not one line: {stderr}");
+    assert!(stderr.starts_with(&format!("profiler: error: {}", rules.display())), "{stderr}");
+}

@@ -70,6 +70,8 @@ fn exercise(bytes: &[u8]) {
         Err(e) => {
             let msg = e.to_string();
             assert!(!msg.is_empty() && !msg.contains('\n'), "not one line: {msg:?}");
+            // The message is whole: no source to print after it (that printed causes twice).
+            assert!(std::error::Error::source(&e).is_none(), "{msg} has a source");
         }
     }
 }

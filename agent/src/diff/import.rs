@@ -104,20 +104,23 @@ pub struct Side {
     pub tests: Vec<TestSide>,
 }
 
-/// Why a side could not be read. Every message is one line naming the path.
+/// Why a side could not be read. Every message is one line naming the path, complete in
+/// itself: no variant has a [`std::error::Error::source`], so printing the chain (`{:#}`)
+/// does not repeat a cause already written into the message.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
     /// The path could not be read.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The path.
         path: PathBuf,
         /// The OS error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
-    /// A `profile.json` the profile reader refused (wrong kind, future schema, invalid).
-    #[error("{0}")]
-    Profile(#[from] profile::json::JsonError),
+    /// A `profile.json` the profile reader refused (wrong kind, future schema, invalid): its
+    /// message with its causes (the parser's line and column).
+    #[error("{}", one_line(.0))]
+    Profile(profile::json::JsonError),
     /// Not an input `profiler diff` reads.
     #[error("{}: {what}", path.display())]
     WrongKind {
@@ -162,7 +165,7 @@ pub enum ImportError {
 /// [`ImportError`] with one line naming the file: unreadable, not a supported kind, a schema
 /// from the future, invalid content, or a profile with no on-CPU sample.
 pub fn load(path: &Path) -> Result<Side, ImportError> {
-    let io = |source| ImportError::Io { path: path.to_path_buf(), source };
+    let io = |error| ImportError::Io { path: path.to_path_buf(), error };
     let meta = std::fs::metadata(path).map_err(io)?;
     if meta.is_dir() {
         if path.join("results.json").is_file() {
@@ -185,7 +188,7 @@ pub fn load(path: &Path) -> Result<Side, ImportError> {
 
 /// Reads a file, gunzipping it when it starts with the gzip magic, up to [`MAX_INPUT_BYTES`].
 fn read_bounded(path: &Path) -> Result<Vec<u8>, ImportError> {
-    let io = |source| ImportError::Io { path: path.to_path_buf(), source };
+    let io = |error| ImportError::Io { path: path.to_path_buf(), error };
     let mut raw = Vec::new();
     std::fs::File::open(path).map_err(io)?.take(MAX_INPUT_BYTES + 1).read_to_end(&mut raw).map_err(io)?;
     if raw.len() as u64 > MAX_INPUT_BYTES {
@@ -208,6 +211,28 @@ fn gunzip_if_gzip(raw: &[u8], path: &Path) -> Result<Vec<u8>, ImportError> {
         return Err(ImportError::WrongKind { path: path.to_path_buf(), what: format!("decompresses to more than {MAX_INPUT_BYTES} bytes") });
     }
     Ok(out)
+}
+
+impl From<profile::json::JsonError> for ImportError {
+    fn from(e: profile::json::JsonError) -> Self {
+        ImportError::Profile(e)
+    }
+}
+
+/// `err` and its sources joined by `: ` (a [`profile::json::JsonError`] keeps the parser's
+/// message in its source).
+fn one_line(err: &dyn std::error::Error) -> String {
+    let mut line = err.to_string();
+    let mut cause = err.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        cause = c.source();
+    }
+    line.replace(['\n', '\r'], " ")
 }
 
 /// Reads one side from the bytes of a single file (`path` only names it in errors): a
@@ -508,7 +533,7 @@ fn ranking_requests(dir: &Path) -> Result<Option<u64>, ImportError> {
     if !path.is_file() {
         return Ok(None);
     }
-    let bytes = std::fs::read(&path).map_err(|source| ImportError::Io { path: path.clone(), source })?;
+    let bytes = std::fs::read(&path).map_err(|error| ImportError::Io { path: path.clone(), error })?;
     let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| ImportError::Invalid { path: path.clone(), file: "ranking.json", detail: e.to_string() })?;
     if let Some(found) = v.get("schema_version").and_then(|x| x.as_u64()) {
         let supported = u64::from(crate::attribute::ranking::RANKING_SCHEMA_VERSION);
@@ -577,6 +602,18 @@ fn load_bench(dir: &Path) -> Result<Side, ImportError> {
         let (profile, requests) = match &t.profiled {
             Some(p) => {
                 let ppath = profile_in(&dir.join(&p.dir));
+                if !ppath.is_file() {
+                    return Err(ImportError::Invalid {
+                        path: path.clone(),
+                        file: "results.json",
+                        detail: format!(
+                            "test {} was profiled into {}, but {} has no profile.json or profile.json.gz",
+                            t.test.name(),
+                            p.dir,
+                            dir.join(&p.dir).display()
+                        ),
+                    });
+                }
                 let bytes = read_bounded(&ppath)?;
                 let profile = json_profile(&bytes, &ppath)?;
                 check_samples(&profile, &ppath)?;
