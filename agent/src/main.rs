@@ -5,6 +5,7 @@
 //! and exit with status 2; a broken pipe on stdout (`profiler report ... | head`) exits 0, as
 //! ripgrep does.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{ArgAction, Parser, Subcommand};
@@ -54,7 +55,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// Logs go to stderr: `RUST_LOG` when set, else `warn` raised by each `-v`.
+/// Logs go to stderr: `RUST_LOG` when set, else `warn` raised by each `-v`; coloured only
+/// when stderr is a terminal (no escape codes in CI logs, files and pipes).
 fn init_logging(verbose: u8) {
     use tracing_subscriber::EnvFilter;
     let default = match verbose {
@@ -67,6 +69,7 @@ fn init_logging(verbose: u8) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(verbose >= 2)
         .init();
 }

@@ -145,6 +145,12 @@ fn perf_script_samples_match_perf() {
     assert!(profile.stacks.iter().all(|s| profile.frames[s.frames[0] as usize].function == "sh"));
 }
 
+/// Runs `profiler diff` with `env` set; returns (exit code, stdout, stderr).
+fn run_env(args: &[&Path], extra: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_profiler")).arg("diff").args(args).args(extra).envs(env.iter().copied()).output().unwrap();
+    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
 /// Asserts exit 2 and exactly `line` (plus its line break) on stderr.
 fn refused_with(args: &[&Path], extra: &[&str], line: &str) {
     let (code, _, stderr) = run(args, extra);
@@ -210,4 +216,19 @@ fn errors_say_each_cause_once() {
     assert_eq!(code, 2, "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "not one line: {stderr}");
     assert!(stderr.starts_with(&format!("profiler: error: {}", rules.display())), "{stderr}");
+}
+
+/// Log lines carry no colour codes when stderr is not a terminal (inferno's warnings came
+/// with ANSI escapes into CI logs).
+#[test]
+fn log_lines_have_no_colour_codes_off_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let perf = dir.path().join("clean.perf");
+    let event = "target-app 1234 1234 100.000001: 1001001 cpu-clock:\n\t55d0c0a1b2c3 work+0x33 (/usr/local/bin/target-app)\n\n";
+    std::fs::write(&perf, event.repeat(3)).unwrap();
+    // inferno logs the event type it keeps at info level.
+    let (code, _, stderr) = run_env(&[&perf, &perf], &[], &[("RUST_LOG", "info")]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("INFO"), "no log line to check: {stderr:?}");
+    assert!(!stderr.contains('\x1b'), "ANSI escape codes on a stderr that is not a terminal: {stderr:?}");
 }
