@@ -163,6 +163,10 @@ fn write_json(path: &Path, v: &serde_json::Value) -> PathBuf {
     path.to_path_buf()
 }
 
+fn small_folded() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/folded/small.stacks.folded")).unwrap()
+}
+
 /// Each cause once: the error types wrote their source into their message and returned it as
 /// their source too, and `main` printed the chain, so every OS and parser error came twice.
 #[test]
@@ -231,4 +235,78 @@ fn log_lines_have_no_colour_codes_off_a_terminal() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("INFO"), "no log line to check: {stderr:?}");
     assert!(!stderr.contains('\x1b'), "ANSI escape codes on a stderr that is not a terminal: {stderr:?}");
+}
+
+/// A folded file with one line that is not UTF-8 is read as folded stacks and refused naming
+/// that line (it was taken for a broken protobuf); a folded file whose first frame starts with
+/// `[` is not taken for JSON.
+#[test]
+fn text_inputs_are_read_as_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let small = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/folded/small.stacks.folded");
+    let lines = small_folded().lines().count();
+    let bin = d.join("bin.folded");
+    let mut bytes = small_folded().into_bytes();
+    bytes.extend_from_slice(b"\xff\xfe binary 3\n");
+    std::fs::write(&bin, bytes).unwrap();
+    refused_with(
+        &[&small, &bin],
+        &[],
+        &format!("profiler: error: HEAD: {}: invalid folded stacks: line {}: not UTF-8 text (byte 0xff at column 1)", bin.display(), lines + 1),
+    );
+    // The same line first: the file is not known to be folded stacks yet.
+    let first = d.join("first.folded");
+    std::fs::write(&first, b"\xff\xfe binary 3\na;b 2\n").unwrap();
+    refused(&[&first, &small], "not profile.json, pprof, perf script or folded stacks: line 1: not UTF-8 text (byte 0xff at column 1)");
+
+    let unknown = d.join("unknown.folded");
+    std::fs::write(&unknown, "[unknown];main;work 3\n[unknown];main;idle 2\n").unwrap();
+    let (code, stdout, stderr) = run(&[&unknown, &unknown], &["--format", "json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["base"]["kind"], "folded");
+    assert_eq!(v["tests"][0]["samples"], serde_json::json!([5, 5]));
+}
+
+/// Folded stacks: blank lines are skipped; a frame without a name is refused with its line.
+#[test]
+fn folded_lines_without_frame_names_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let blank = d.join("blank.folded");
+    std::fs::write(&blank, "a;b 3\n\n   \na;c 4\n").unwrap();
+    let (code, stdout, stderr) = run(&[&blank, &blank], &["--format", "json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["tests"][0]["samples"], serde_json::json!([7, 7]));
+
+    let empty = d.join("empty.folded");
+    std::fs::write(&empty, "a;b 3\n;;; 12\n").unwrap();
+    refused_with(&[&blank, &empty], &[], &format!("profiler: error: HEAD: {}: invalid folded stacks: line 2: frame 1 of `;;;` has no name", empty.display()));
+    let middle = d.join("middle.folded");
+    std::fs::write(&middle, "a;;b 3\n").unwrap();
+    refused(&[&middle, &blank], "line 1: frame 2 of `a;;b` has no name");
+}
+
+/// `perf script` text with lines inferno cannot parse is refused (inferno skipped them with a
+/// warning and the diff went on, exit 0).
+#[test]
+fn perf_script_with_garbage_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let good = "target-app 1234 1234 100.000001: 1001001 cpu-clock:\n\t55d0c0a1b2c3 work+0x33 (/usr/local/bin/target-app)\n\t55d0c0a1b000 main+0x10 (/usr/local/bin/target-app)\n\n";
+    let garbage = d.join("garbage.perf");
+    std::fs::write(&garbage, format!("{good}this is not perf output\nneither is this\n\n{good}")).unwrap();
+    refused_with(
+        &[&garbage, &garbage],
+        &[],
+        &format!(
+            "profiler: error: BASE: {}: invalid perf script output: line 5: `this is not perf output` is neither an event line (`COMMAND PID TIME: EVENT:`) nor a stack line (`ADDRESS SYMBOL (MODULE)`) (and 1 more line like it)",
+            garbage.display()
+        ),
+    );
+    let bad_stack = d.join("bad-stack.perf");
+    std::fs::write(&bad_stack, format!("{good}target-app 1234 1234 100.000002: 1001001 cpu-clock:\n\t55d0c0a1b2c3 work+0x33 (/usr/local/bin/target-app)\n\tno module here\n\n")).unwrap();
+    refused(&[&bad_stack, &bad_stack], "line 7: `\\tno module here` is neither an event line");
 }

@@ -8,8 +8,11 @@
 //! | attach output folder | a folder with `profile.json` or `profile.json.gz` (a bench test's folder too) | one unnamed test; requests from its `ranking.json` (`requests`) or the profile's wire capture |
 //! | `profile.json` | JSON with `"format": "profiler-profile"` (gzip-compressed too) | as an attach folder |
 //! | pprof | gzip-compressed or plain `perftools.profiles.Profile` protobuf (google/pprof `proto/profile.proto`, decoded with the `pprof` crate's prost types) | on-CPU stacks; sample value `samples` (else the default sample type, else the first); frequency from a `cpu/nanoseconds` period |
-//! | `perf script` text | inferno's perf collapser says it applies (an event line followed by a stack line) | stacks folded by `inferno::collapse::perf` (comm first), one sample per event (the period column is dropped: inferno would weigh by it) |
-//! | folded stacks | every non-empty line is `frame;frame;... COUNT` | stacks as written (first element included as a frame) |
+//! | `perf script` text | inferno's perf collapser says it applies (an event line followed by a stack line); every other line must be one it parses (it would skip it with a warning) | stacks folded by `inferno::collapse::perf` (comm first), one sample per event (the period column is dropped: inferno would weigh by it) |
+//! | folded stacks | text whose every non-blank line is `frame;frame;... COUNT`: UTF-8, every frame named | stacks as written (first element included as a frame) |
+//!
+//! Text is told from pprof by its first 4,096 characters (no control characters but line
+//! breaks and tabs); see [`from_bytes`].
 //!
 //! Every input becomes a [`Profile`], so one code path ranks and compares them. Frames named
 //! `..._[k]` become kernel frames and `..._[i]` inlined frames (the folded-stack conventions of
@@ -159,6 +162,28 @@ pub enum ImportError {
     },
 }
 
+impl From<profile::json::JsonError> for ImportError {
+    fn from(e: profile::json::JsonError) -> Self {
+        ImportError::Profile(e)
+    }
+}
+
+/// `err` and its sources joined by `: ` (a [`profile::json::JsonError`] keeps the parser's
+/// message in its source).
+fn one_line(err: &dyn std::error::Error) -> String {
+    let mut line = err.to_string();
+    let mut cause = err.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        cause = c.source();
+    }
+    line.replace(['\n', '\r'], " ")
+}
+
 /// Reads one side of a diff from `path` (see the [module docs](self) for what is accepted).
 ///
 /// # Errors
@@ -213,49 +238,56 @@ fn gunzip_if_gzip(raw: &[u8], path: &Path) -> Result<Vec<u8>, ImportError> {
     Ok(out)
 }
 
-impl From<profile::json::JsonError> for ImportError {
-    fn from(e: profile::json::JsonError) -> Self {
-        ImportError::Profile(e)
-    }
-}
-
-/// `err` and its sources joined by `: ` (a [`profile::json::JsonError`] keeps the parser's
-/// message in its source).
-fn one_line(err: &dyn std::error::Error) -> String {
-    let mut line = err.to_string();
-    let mut cause = err.source();
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !line.contains(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
-        }
-        cause = c.source();
-    }
-    line.replace(['\n', '\r'], " ")
-}
-
 /// Reads one side from the bytes of a single file (`path` only names it in errors): a
 /// `profile.json`, pprof, `perf script` text or folded stacks, gzip-compressed or not.
+///
+/// Which: JSON when the first non-blank byte is `{` or `[` (unless it does not parse as JSON
+/// and its first line is a folded stack, such as `[unknown];main 3`); text (`perf script` or
+/// folded stacks) when the start of the file is text; pprof otherwise. A text file with a line
+/// that is not UTF-8 is still read as text (and refused naming that line), unless the whole
+/// file decodes as a pprof protobuf.
 ///
 /// # Errors
 /// See [`load`].
 pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Side, ImportError> {
     let bytes = gunzip_if_gzip(bytes, path)?;
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace()).copied();
+    let lossy = String::from_utf8_lossy(&bytes);
+    let text_start = looks_like_text(&lossy);
     let (kind, profile) = match first {
         None => return Err(ImportError::Empty { path: path.to_path_buf() }),
-        Some(b'{') | Some(b'[') => (InputKind::ProfileJson, json_profile(&bytes, path)?),
-        _ => match std::str::from_utf8(&bytes) {
-            Ok(text) if looks_like_text(text) => text_profile(text, path)?,
-            _ => (InputKind::Pprof, pprof_profile(&bytes, path)?),
-        },
+        Some(b'{') | Some(b'[') => {
+            if text_start && first_line_is_folded(&lossy) && serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_err() {
+                text_profile(&bytes, path)?
+            } else {
+                (InputKind::ProfileJson, json_profile(&bytes, path)?)
+            }
+        }
+        _ if text_start && (std::str::from_utf8(&bytes).is_ok() || !is_pprof(&bytes)) => text_profile(&bytes, path)?,
+        _ => (InputKind::Pprof, pprof_profile(&bytes, path)?),
     };
     single(path, kind, profile, None, None)
 }
 
+/// True when the first 4,096 characters hold no control character but line breaks and tabs
+/// (a protobuf has them in its first bytes: field tags and lengths).
 fn looks_like_text(text: &str) -> bool {
     !text.chars().take(4096).any(|c| c.is_control() && !c.is_whitespace())
+}
+
+/// True when the first non-blank line ends in ` COUNT`, as a folded stack does.
+fn first_line_is_folded(text: &str) -> bool {
+    text.lines()
+        .map(str::trim_end)
+        .find(|l| !l.is_empty())
+        .and_then(|l| l.rsplit_once(' '))
+        .is_some_and(|(stack, count)| !stack.trim().is_empty() && !count.is_empty() && count.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// True when `bytes` decode as a pprof protobuf with a string table and a sample type.
+fn is_pprof(bytes: &[u8]) -> bool {
+    use pprof::protos::Message;
+    pprof::protos::Profile::decode(bytes).is_ok_and(|p| p.string_table.first().is_some_and(String::is_empty) && !p.sample_type.is_empty())
 }
 
 fn json_profile(bytes: &[u8], path: &Path) -> Result<Profile, ImportError> {
@@ -277,64 +309,174 @@ fn json_profile(bytes: &[u8], path: &Path) -> Result<Profile, ImportError> {
     Ok(profile::json::from_slice(bytes, path)?)
 }
 
-fn text_profile(text: &str, path: &Path) -> Result<(InputKind, Profile), ImportError> {
+/// `perf script` text or folded stacks. `perf script` is recognized by inferno's perf
+/// collapser (an event line followed by a stack line) on the text decoded lossily (perf
+/// writes command names as the kernel has them, in any encoding); folded stacks must be UTF-8.
+fn text_profile(bytes: &[u8], path: &Path) -> Result<(InputKind, Profile), ImportError> {
     use inferno::collapse::Collapse;
+    let text = String::from_utf8_lossy(bytes);
     let mut options = inferno::collapse::perf::Options::default();
     options.nthreads = 1;
     // `_[k]` on kernel frames, the folded-stack convention this reader turns into kernel frames.
     options.annotate_kernel = true;
     let mut perf = inferno::collapse::perf::Folder::from(options);
-    if perf.is_applicable(text) == Some(true) {
-        // inferno weighs each event by its period column (ns for cpu-clock); without it each
-        // event counts 1, so that the weights are samples as in every other input.
-        let period = regex::Regex::new(r"^(\S.*?\d+\.\d+:)\s+\d+\s+(\S+:)").expect("static regex");
-        let text: String = text
-            .lines()
-            .map(|l| if l.starts_with('\t') { std::borrow::Cow::Borrowed(l) } else { period.replace(l, "$1 $2") })
-            .fold(String::with_capacity(text.len()), |mut acc, l| {
-                acc.push_str(&l);
-                acc.push('\n');
-                acc
-            });
-        let mut folded = Vec::new();
-        perf.collapse(text.as_bytes(), &mut folded).map_err(|e| ImportError::Invalid {
-            path: path.to_path_buf(),
-            file: "perf script output",
-            detail: e.to_string(),
-        })?;
-        let folded = String::from_utf8_lossy(&folded);
-        return Ok((InputKind::PerfScript, folded_profile(&folded, path, "perf script output")?));
+    if perf.is_applicable(&text) != Some(true) {
+        return Ok((InputKind::Folded, folded_profile(bytes, path, Folded::File)?));
     }
-    Ok((InputKind::Folded, folded_profile(text, path, "folded stacks")?))
+    let invalid = |detail: String| ImportError::Invalid { path: path.to_path_buf(), file: "perf script output", detail };
+    // inferno skips a line it cannot parse with a warning on stderr and goes on: a file with
+    // such lines is refused here instead, before inferno sees it.
+    let weird = perf_weird_lines(&text);
+    if let Some(&(line, ref content)) = weird.first() {
+        let more = match weird.len() {
+            1 => String::new(),
+            2 => " (and 1 more line like it)".to_string(),
+            n => format!(" (and {} more lines like it)", n - 1),
+        };
+        return Err(invalid(format!(
+            "line {line}: `{}` is neither an event line (`COMMAND PID TIME: EVENT:`) nor a stack line (`ADDRESS SYMBOL (MODULE)`){more}",
+            shown(content, 60)
+        )));
+    }
+    // inferno weighs each event by its period column (ns for cpu-clock); without it each
+    // event counts 1, so that the weights are samples as in every other input.
+    let period = regex::Regex::new(r"^(\S.*?\d+\.\d+:)\s+\d+\s+(\S+:)").expect("static regex");
+    let text: String = text
+        .lines()
+        .map(|l| if l.starts_with('\t') { std::borrow::Cow::Borrowed(l) } else { period.replace(l, "$1 $2") })
+        .fold(String::with_capacity(text.len()), |mut acc, l| {
+            acc.push_str(&l);
+            acc.push('\n');
+            acc
+        });
+    let mut folded = Vec::new();
+    perf.collapse(text.as_bytes(), &mut folded).map_err(|e| invalid(e.to_string()))?;
+    Ok((InputKind::PerfScript, folded_profile(&folded, path, Folded::FromPerf)?))
+}
+
+/// Lines of `perf script` text that inferno's perf collapser would skip with a "Weird event
+/// line" or "Weird stack line" warning: (line number from 1, the line). Follows the
+/// collapser's reading: `#` comments and blank lines between events; the first line of an
+/// event is its event line (a word after the first that is a number, or `PID/TID`, followed by
+/// a space), which may carry a one-frame stack after the event name; the following lines are
+/// stack lines (`ADDRESS SYMBOL (MODULE)`, the module in parentheses). After a line that is no
+/// event line, the next line is read as an event line again.
+fn perf_weird_lines(text: &str) -> Vec<(usize, String)> {
+    let mut weird = Vec::new();
+    let mut in_event = false;
+    for (i, line) in text.split('\n').enumerate() {
+        if line.starts_with('#') {
+            continue;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            in_event = false;
+        } else if in_event {
+            if !perf_stack_line(line) {
+                weird.push((i + 1, line.to_string()));
+            }
+        } else if let Some(end) = perf_event_line_end(line) {
+            // An event line with its (one-frame) stack after `EVENT:` ends the event.
+            let after_event = line[end..].splitn(3, ':').nth(2).unwrap_or("");
+            let after_event = after_event.find([':', ' ']).map_or(after_event, |i| &after_event[i + 1..]).trim();
+            in_event = after_event.is_empty();
+            if !in_event && !perf_stack_line(after_event) {
+                weird.push((i + 1, line.to_string()));
+            }
+        } else {
+            weird.push((i + 1, line.to_string()));
+        }
+    }
+    weird
+}
+
+/// Where the `PID` (or `PID/TID`) word of a `perf script` event line ends (after its space),
+/// when the line is one: a word other than the first, of digits and `/`, followed by a space.
+fn perf_event_line_end(line: &str) -> Option<usize> {
+    let mut offset = 0;
+    let words: Vec<&str> = line.split(' ').collect();
+    for (i, w) in words.iter().enumerate() {
+        let end = offset + w.len();
+        if i > 0 && i + 1 < words.len() && !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit() || b == b'/') {
+            return Some(end + 1);
+        }
+        offset = end + 1;
+    }
+    None
+}
+
+/// True when `line` is a `perf script` stack line: `ADDRESS SYMBOL (MODULE)`.
+fn perf_stack_line(line: &str) -> bool {
+    let Some((_, rest)) = line.trim_start().split_once(' ') else { return false };
+    let Some((_, module)) = rest.rsplit_once(' ') else { return false };
+    module.len() >= 2 && module.starts_with('(') && module.ends_with(')')
+}
+
+/// Where folded stacks come from, for the wording of errors.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Folded {
+    /// A folded-stacks file: its line numbers are the user's.
+    File,
+    /// inferno's collapse of `perf script` text: a line is a collapsed stack.
+    FromPerf,
 }
 
 /// Parses folded stacks (`a;b;c 12` per line) into a profile: one on-CPU [`StackCount`] per
-/// line, frames root first, no thread name.
-fn folded_profile(text: &str, path: &Path, what: &'static str) -> Result<Profile, ImportError> {
+/// line, frames root first, no thread name. Blank lines are skipped; a line that is not UTF-8,
+/// has no count or an empty frame name (`a;;b 3`, `;;; 12`) is refused with its number.
+fn folded_profile(bytes: &[u8], path: &Path, from: Folded) -> Result<Profile, ImportError> {
     let mut builder = Builder::default();
-    for (i, line) in text.lines().enumerate() {
+    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        let n = i + 1;
+        // Before the first stack, a bad line may mean the file is of another kind; after it,
+        // the file is folded stacks with a bad line.
+        let bad = |detail: String| match from {
+            Folded::File if builder.profile.on_cpu.is_empty() => {
+                ImportError::WrongKind { path: path.to_path_buf(), what: format!("not profile.json, pprof, perf script or folded stacks: line {n}: {detail}") }
+            }
+            Folded::File => ImportError::Invalid { path: path.to_path_buf(), file: "folded stacks", detail: format!("line {n}: {detail}") },
+            Folded::FromPerf => ImportError::Invalid { path: path.to_path_buf(), file: "perf script output", detail: format!("collapsed stack {n}: {detail}") },
+        };
+        let line = match std::str::from_utf8(line) {
+            Ok(l) => l,
+            Err(e) => {
+                let at = e.valid_up_to();
+                return Err(bad(format!("not UTF-8 text (byte 0x{:02x} at column {})", line[at], at + 1)));
+            }
+        };
         let line = line.trim_end();
-        if line.is_empty() {
+        if line.trim_start().is_empty() {
             continue;
         }
-        let bad = |detail: String| ImportError::WrongKind {
-            path: path.to_path_buf(),
-            what: format!("not profile.json, pprof, perf script or {what}: line {}: {detail}", i + 1),
-        };
-        let (stack, count) = line.rsplit_once(' ').ok_or_else(|| bad("no `stack count` pair".into()))?;
-        let count: u64 = count.parse().map_err(|_| bad(format!("`{}` is not a sample count", cut(count, 40))))?;
+        let (stack, count) = line.rsplit_once(' ').ok_or_else(|| bad(format!("`{}` is no `stack count` pair", shown(line, 40))))?;
+        let count: u64 = count.parse().map_err(|_| bad(format!("`{}` is not a sample count", shown(count, 40))))?;
         let stack = stack.trim_end();
         if stack.is_empty() {
             return Err(bad("empty stack".into()));
         }
-        let frames: Vec<Frame> = stack.split(';').map(frame_from_folded).collect();
-        builder.add(frames, String::new(), count);
+        let names: Vec<&str> = stack.split(';').collect();
+        if let Some(k) = names.iter().position(|f| f.trim().is_empty()) {
+            return Err(bad(format!("frame {} of `{}` has no name", k + 1, shown(stack, 60))));
+        }
+        builder.add(names.into_iter().map(frame_from_folded).collect(), String::new(), count);
     }
     Ok(builder.finish())
 }
 
-fn cut(s: &str, n: usize) -> String {
-    s.chars().take(n).collect()
+/// `s` cut to `n` characters, control characters escaped (an error message stays one line).
+fn shown(s: &str, n: usize) -> String {
+    let mut out = String::new();
+    for c in s.chars().take(n) {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    if s.chars().count() > n {
+        out.push('…');
+    }
+    out
 }
 
 fn frame_from_folded(name: &str) -> Frame {
