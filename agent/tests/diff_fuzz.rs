@@ -156,3 +156,24 @@ fn seeds_import_as_their_kinds() {
     assert_eq!(profile.on_cpu.iter().map(|c| c.count).sum::<u64>(), 2);
     assert!(profile.frames.iter().any(|f| f.function == "do_syscall_64" && f.kind == profiler::profile::FrameKind::Kernel));
 }
+
+/// inferno's perf collapser slices a symbol's last 17 bytes and panicked inside a multi-byte
+/// character (found by `flipped_bytes` once text with a bad byte was read as text): such
+/// symbols are read, with their names as written (a byte that is not UTF-8 becomes U+FFFD).
+#[test]
+fn perf_script_symbols_with_non_ascii_characters() {
+    let mut text = "target-app 1234 1234 100.000001: 1001001 cpu-clock:\n\
+        \t    55d0c0a1b2c3 serde_jsoé::de::from_slice+0x33 (/usr/local/bin/target-app)\n\
+        \t    55d0c0a1b2c4 C:\\path\\u{41}::löwe (/usr/local/bin/target-app)\n\
+        \t    55d0c0a1b000 main+0x10 (/usr/local/bin/target-app)\n\n"
+        .as_bytes()
+        .to_vec();
+    text.extend_from_slice(b"target-app 1234 1234 100.000002: 1001001 cpu-clock:\n\t    55d0c0a1b2c3 serde_jso\xff::de::from_slice+0x33 (/usr/local/bin/target-app)\n\n");
+    let side = import::from_bytes(&text, Path::new("perf.txt")).unwrap();
+    assert_eq!(side.kind, import::InputKind::PerfScript);
+    let profile = side.tests[0].profile.as_ref().unwrap();
+    let names: Vec<&str> = profile.frames.iter().map(|f| f.function.as_str()).collect();
+    for name in ["serde_jsoé::de::from_slice", "C:\\path\\u{41}::löwe", "serde_jso\u{fffd}::de::from_slice", "main"] {
+        assert!(names.contains(&name), "{name} not in {names:?}");
+    }
+}

@@ -341,6 +341,7 @@ fn text_profile(bytes: &[u8], path: &Path) -> Result<(InputKind, Profile), Impor
     // inferno weighs each event by its period column (ns for cpu-clock); without it each
     // event counts 1, so that the weights are samples as in every other input.
     let period = regex::Regex::new(r"^(\S.*?\d+\.\d+:)\s+\d+\s+(\S+:)").expect("static regex");
+    let text = escape_non_ascii(&text);
     let text: String = text
         .lines()
         .map(|l| if l.starts_with('\t') { std::borrow::Cow::Borrowed(l) } else { period.replace(l, "$1 $2") })
@@ -388,6 +389,54 @@ fn perf_weird_lines(text: &str) -> Vec<(usize, String)> {
         }
     }
     weird
+}
+
+/// `text` with every non-ASCII character and `\` written as `\u{HEX}` ([`unescape_non_ascii`]
+/// undoes it). inferno's perf collapser slices a symbol's last 17 bytes (its check for a Rust
+/// hash) and panics when they start inside a multi-byte character (`serde_jsoé::de::from_slice`);
+/// in ASCII every byte is a character.
+fn escape_non_ascii(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.bytes().all(|b| b.is_ascii() && b != b'\\') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + text.len() / 8);
+    for c in text.chars() {
+        if c.is_ascii() && c != '\\' {
+            out.push(c);
+        } else {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Undoes [`escape_non_ascii`] in a frame name inferno wrote.
+fn unescape_non_ascii(name: &str) -> std::borrow::Cow<'_, str> {
+    if !name.contains('\\') {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    let mut out = String::with_capacity(name.len());
+    let mut rest = name;
+    while let Some(i) = rest.find('\\') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i..];
+        let decoded = after
+            .strip_prefix("\\u{")
+            .and_then(|a| a.split_once('}'))
+            .and_then(|(hex, tail)| u32::from_str_radix(hex, 16).ok().and_then(char::from_u32).map(|c| (c, tail)));
+        match decoded {
+            Some((c, tail)) => {
+                out.push(c);
+                rest = tail;
+            }
+            None => {
+                out.push('\\');
+                rest = &after[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
 }
 
 /// Where the `PID` (or `PID/TID`) word of a `perf script` event line ends (after its space),
@@ -458,7 +507,11 @@ fn folded_profile(bytes: &[u8], path: &Path, from: Folded) -> Result<Profile, Im
         if let Some(k) = names.iter().position(|f| f.trim().is_empty()) {
             return Err(bad(format!("frame {} of `{}` has no name", k + 1, shown(stack, 60))));
         }
-        builder.add(names.into_iter().map(frame_from_folded).collect(), String::new(), count);
+        let frames = match from {
+            Folded::File => names.into_iter().map(frame_from_folded).collect(),
+            Folded::FromPerf => names.into_iter().map(|n| frame_from_folded(&unescape_non_ascii(n))).collect(),
+        };
+        builder.add(frames, String::new(), count);
     }
     Ok(builder.finish())
 }
