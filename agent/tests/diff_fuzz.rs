@@ -177,3 +177,25 @@ fn perf_script_symbols_with_non_ascii_characters() {
         assert!(names.contains(&name), "{name} not in {names:?}");
     }
 }
+
+/// inferno's perf collapser asserts that the first stack it reads names an event type, and
+/// panicked on `perf script` text that starts with a blank line or whose first event line
+/// has no `EVENT:` (found by `flipped_bytes`): the first is read, the second refused.
+#[test]
+fn perf_script_that_inferno_would_assert_on() {
+    let event = "target-app 1234 1234 100.000001: 1001001 cpu-clock:\n\t    55d0c0a1b000 main+0x10 (/usr/local/bin/target-app)\n\n";
+    let side = import::from_bytes(format!("\n# header\n\n{event}").as_bytes(), Path::new("perf.txt")).unwrap();
+    assert_eq!(side.kind, import::InputKind::PerfScript);
+    let no_event = "target-app 1234 1234 100.000001 1001001 cpu-clock\n\t    55d0c0a1b000 main+0x10 (/usr/local/bin/target-app)\n\n";
+    let err = import::from_bytes(format!("{no_event}{event}").as_bytes(), Path::new("perf.txt")).unwrap_err().to_string();
+    assert!(err.contains("line 1: `target-app 1234 1234 100.000001 1001001 cpu-clock` is neither an event line"), "{err}");
+}
+
+/// An event line whose only number is its period column: without the column (the importer
+/// drops it) it is no event line for inferno, which then panicked on its assertion.
+#[test]
+fn perf_event_line_numbered_only_by_its_period() {
+    let text = "target-app 1234a1234 100.000001: 1001001 cpu-clock:\n\t    55d0c0a1b000 main+0x10 (/usr/local/bin/target-app)\n\n";
+    let err = import::from_bytes(text.as_bytes(), Path::new("perf.txt")).unwrap_err().to_string();
+    assert!(err.contains("line 1: `target-app 1234a1234 100.000001: 1001001 cpu-clock:` is neither an event line"), "{err}");
+}

@@ -324,48 +324,53 @@ fn text_profile(bytes: &[u8], path: &Path) -> Result<(InputKind, Profile), Impor
         return Ok((InputKind::Folded, folded_profile(bytes, path, Folded::File)?));
     }
     let invalid = |detail: String| ImportError::Invalid { path: path.to_path_buf(), file: "perf script output", detail };
+    // inferno weighs each event by its period column (ns for cpu-clock); without it each
+    // event counts 1, so that the weights are samples as in every other input. These lines
+    // (escaped, see escape_non_ascii) are what inferno reads, line for line.
+    let period = regex::Regex::new(r"^(\S.*?\d+\.\d+:)\s+\d+\s+(\S+:)").expect("static regex");
+    let escaped = escape_non_ascii(&text);
+    let lines: Vec<std::borrow::Cow<'_, str>> =
+        escaped.lines().map(|l| if l.starts_with('\t') { std::borrow::Cow::Borrowed(l) } else { period.replace(l, "$1 $2") }).collect();
     // inferno skips a line it cannot parse with a warning on stderr and goes on: a file with
     // such lines is refused here instead, before inferno sees it.
-    let weird = perf_weird_lines(&text);
-    if let Some(&(line, ref content)) = weird.first() {
+    let weird = perf_weird_lines(lines.iter().map(|l| l.as_ref()));
+    if let Some(&line) = weird.first() {
         let more = match weird.len() {
             1 => String::new(),
             2 => " (and 1 more line like it)".to_string(),
             n => format!(" (and {} more lines like it)", n - 1),
         };
+        let content = text.lines().nth(line - 1).unwrap_or("").trim_end();
         return Err(invalid(format!(
             "line {line}: `{}` is neither an event line (`COMMAND PID TIME: EVENT:`) nor a stack line (`ADDRESS SYMBOL (MODULE)`){more}",
             shown(content, 60)
         )));
     }
-    // inferno weighs each event by its period column (ns for cpu-clock); without it each
-    // event counts 1, so that the weights are samples as in every other input.
-    let period = regex::Regex::new(r"^(\S.*?\d+\.\d+:)\s+\d+\s+(\S+:)").expect("static regex");
-    let text = escape_non_ascii(&text);
-    let text: String = text
-        .lines()
-        .map(|l| if l.starts_with('\t') { std::borrow::Cow::Borrowed(l) } else { period.replace(l, "$1 $2") })
-        .fold(String::with_capacity(text.len()), |mut acc, l| {
-            acc.push_str(&l);
-            acc.push('\n');
-            acc
-        });
+    // Lines before the first event are left out: inferno asserts that the first stack it
+    // reads names the event type, and panics when a blank line comes first.
+    let mut text = String::with_capacity(escaped.len());
+    for l in lines.iter().skip_while(|l| l.starts_with('#') || l.trim().is_empty()) {
+        text.push_str(l);
+        text.push('\n');
+    }
     let mut folded = Vec::new();
     perf.collapse(text.as_bytes(), &mut folded).map_err(|e| invalid(e.to_string()))?;
     Ok((InputKind::PerfScript, folded_profile(&folded, path, Folded::FromPerf)?))
 }
 
 /// Lines of `perf script` text that inferno's perf collapser would skip with a "Weird event
-/// line" or "Weird stack line" warning: (line number from 1, the line). Follows the
+/// line" or "Weird stack line" warning, by number from 1. Follows the
 /// collapser's reading: `#` comments and blank lines between events; the first line of an
 /// event is its event line (a word after the first that is a number, or `PID/TID`, followed by
-/// a space), which may carry a one-frame stack after the event name; the following lines are
-/// stack lines (`ADDRESS SYMBOL (MODULE)`, the module in parentheses). After a line that is no
-/// event line, the next line is read as an event line again.
-fn perf_weird_lines(text: &str) -> Vec<(usize, String)> {
+/// a space, then `TIME: EVENT:`; without the colon inferno takes no event type, and panics
+/// when that is the first event), which may carry a one-frame stack after the event name; the
+/// following lines are stack lines (`ADDRESS SYMBOL (MODULE)`, the module in parentheses).
+/// After a line that is no event line, the next line is read as an event line again. `lines`
+/// are the lines inferno reads (without their period column).
+fn perf_weird_lines<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<usize> {
     let mut weird = Vec::new();
     let mut in_event = false;
-    for (i, line) in text.split('\n').enumerate() {
+    for (i, line) in lines.enumerate() {
         if line.starts_with('#') {
             continue;
         }
@@ -374,18 +379,18 @@ fn perf_weird_lines(text: &str) -> Vec<(usize, String)> {
             in_event = false;
         } else if in_event {
             if !perf_stack_line(line) {
-                weird.push((i + 1, line.to_string()));
+                weird.push(i + 1);
             }
-        } else if let Some(end) = perf_event_line_end(line) {
+        } else if let Some(end) = perf_event_line_end(line).filter(|&end| line[end..].contains(':')) {
             // An event line with its (one-frame) stack after `EVENT:` ends the event.
             let after_event = line[end..].splitn(3, ':').nth(2).unwrap_or("");
             let after_event = after_event.find([':', ' ']).map_or(after_event, |i| &after_event[i + 1..]).trim();
             in_event = after_event.is_empty();
             if !in_event && !perf_stack_line(after_event) {
-                weird.push((i + 1, line.to_string()));
+                weird.push(i + 1);
             }
         } else {
-            weird.push((i + 1, line.to_string()));
+            weird.push(i + 1);
         }
     }
     weird
