@@ -163,6 +163,17 @@ fn write_json(path: &Path, v: &serde_json::Value) -> PathBuf {
     path.to_path_buf()
 }
 
+/// A bench output like `head/` with `edit` applied to its results.json.
+fn bench_with(d: &Path, name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
+    let dir = d.join(name);
+    std::fs::create_dir_all(dir.join("deals-create")).unwrap();
+    std::fs::copy(data().join("head/deals-create/profile.json.gz"), dir.join("deals-create/profile.json.gz")).unwrap();
+    let mut results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(data().join("head/results.json")).unwrap()).unwrap();
+    edit(&mut results);
+    write_json(&dir.join("results.json"), &results);
+    dir
+}
+
 fn small_folded() -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/folded/small.stacks.folded")).unwrap()
 }
@@ -220,6 +231,129 @@ fn errors_say_each_cause_once() {
     assert_eq!(code, 2, "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "not one line: {stderr}");
     assert!(stderr.starts_with(&format!("profiler: error: {}", rules.display())), "{stderr}");
+}
+
+/// Counts that overflow a u64 sum or pass 2^53 are refused, naming the file and the field (a
+/// release build wrapped them: "17 / 16 on-CPU samples", exit 0).
+#[test]
+fn overflowing_counts_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let small = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/folded/small.stacks.folded");
+    let lines = small_folded().lines().count();
+
+    let big = d.join("big.folded");
+    std::fs::write(&big, format!("{}a;b;c 18446744073709551615\n", small_folded())).unwrap();
+    refused_with(
+        &[&small, &big],
+        &[],
+        &format!(
+            "profiler: error: HEAD: {}: invalid folded stacks: line {}: sample count 18446744073709551615 takes the file's total past 9007199254740992 (2^53), more than any profile holds",
+            big.display(),
+            lines + 1
+        ),
+    );
+    // Two counts that fit alone but not together.
+    let pair = d.join("pair.folded");
+    std::fs::write(&pair, "a;b 5000000000000000\na;c 5000000000000000\n").unwrap();
+    refused(&[&pair, &small], "line 2: sample count 5000000000000000 takes the file's total past 9007199254740992");
+
+    let base_file = data().join("base/deals-create/profile.json.gz");
+    let mut p = base_profile();
+    p["on_cpu"][0]["count"] = u64::MAX.into();
+    let on_cpu = write_json(&d.join("on-cpu.json"), &p);
+    refused_with(
+        &[&base_file, &on_cpu],
+        &[],
+        &format!(
+            "profiler: error: HEAD: {}: invalid profile.json: on_cpu[0].count = 18446744073709551615: the sum of on_cpu[].count passes 2^53 (9007199254740992), more than any profile holds",
+            on_cpu.display()
+        ),
+    );
+    let mut p = base_profile();
+    p["on_cpu"][0]["count"] = (u64::MAX / 2).into();
+    p["on_cpu"][1]["count"] = (u64::MAX / 2).into();
+    refused(&[&write_json(&d.join("halves.json"), &p), &base_file], "the sum of on_cpu[].count passes 2^53");
+
+    let mut p = base_profile();
+    p["syscalls"][0]["count"] = u64::MAX.into();
+    refused(&[&base_file, &write_json(&d.join("syscalls.json"), &p)], "invalid profile.json: syscalls[0].count = 18446744073709551615: the sum of syscalls[].count passes 2^53");
+
+    let mut p = base_profile();
+    p["off_cpu"][0]["total_ns"] = u64::MAX.into();
+    refused(&[&base_file, &write_json(&d.join("wait-ns.json"), &p)], "the sum of off_cpu[].total_ns passes 18446744073709551615 (it overflows)");
+
+    let mut p = base_profile();
+    p["wire"]["http"]["requests"] = u64::MAX.into();
+    refused(&[&base_file, &write_json(&d.join("requests.json"), &p)], "wire.http.requests = 18446744073709551615");
+
+    // pprof: a sample value that takes the total past 2^53.
+    let side = profiler::diff::import::from_bytes(&std::fs::read(&base_file).unwrap(), Path::new("p")).unwrap();
+    let mut profile = side.tests[0].profile.clone().unwrap();
+    profile.on_cpu[0].count = 1 << 62;
+    let pprof = d.join("big.pb.gz");
+    profiler::profile::pprof::write(&profile, profiler::profile::pprof::Kind::OnCpu, std::fs::File::create(&pprof).unwrap()).unwrap();
+    refused(&[&pprof, &pprof], "invalid pprof profile: sample[");
+    refused(&[&pprof, &pprof], "4611686018427387904 takes the samples' total past 9007199254740992 (2^53)");
+}
+
+/// Implausible figures are refused with the field: they were accepted with exit 0.
+#[test]
+fn implausible_figures_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = data().join("base");
+    let base_file = data().join("base/deals-create/profile.json.gz");
+
+    let b = bench_with(d, "rps", |r| r["tests"][0]["runs"][0]["wrk"]["req_per_s"] = 1e308.into());
+    refused_with(
+        &[&base, &b],
+        &[],
+        &format!("profiler: error: HEAD: {}: invalid results.json: tests[0].runs[0].wrk.req_per_s = 1e308 is not a throughput (0 to 1e8 req/s)", b.join("results.json").display()),
+    );
+    let b = bench_with(d, "negative", |r| r["tests"][0]["runs"][2]["wrk"]["req_per_s"] = (-1.0).into());
+    refused(&[&base, &b], "tests[0].runs[2].wrk.req_per_s = -1 is not a throughput");
+    let b = bench_with(d, "requests", |r| r["tests"][0]["runs"][1]["wrk"]["requests"] = u64::MAX.into());
+    refused(&[&base, &b], "invalid results.json: tests[0].runs[1].wrk.requests = 18446744073709551615 in ");
+    let b = bench_with(d, "profiled-requests", |r| r["tests"][0]["profiled"]["run"]["wrk"]["requests"] = u64::MAX.into());
+    refused(&[&base, &b], "tests[0].profiled.run.wrk.requests = 18446744073709551615 in ");
+    let b = bench_with(d, "latency", |r| r["tests"][0]["runs"][0]["wrk"]["latency"]["p99_us"] = u64::MAX.into());
+    refused(&[&base, &b], "tests[0].runs[0].wrk.latency.p99_us = 18446744073709551615 is more than an hour");
+    let b = bench_with(d, "cpu", |r| r["tests"][0]["runs"][0]["app"]["cpu_ns"] = u64::MAX.into());
+    refused(&[&b, &base], "BASE: ");
+    refused(&[&b, &base], "tests[0].runs[0].app.cpu_ns = 18446744073709551615 is more than twice what 2 CPUs give");
+    let b = bench_with(d, "v0", |r| r["schema_version"] = 0.into());
+    refused_with(&[&base, &b], &[], &format!("profiler: error: HEAD: {}: invalid results.json: schema_version 0: results.json versions start at 1", b.join("results.json").display()));
+
+    for (hz, name) in [(u64::MAX, "max"), (0, "zero")] {
+        let mut p = base_profile();
+        p["meta"]["frequency_hz"] = hz.into();
+        let path = write_json(&d.join(format!("hz-{name}.json")), &p);
+        refused_with(
+            &[&base_file, &path],
+            &[],
+            &format!("profiler: error: HEAD: {}: invalid profile.json: meta.frequency_hz = {hz} is not a sampling frequency (1 to 1000000 Hz)", path.display()),
+        );
+    }
+    let mut p = base_profile();
+    p["schema_version"] = 0.into();
+    let v0 = write_json(&d.join("v0.json"), &p);
+    refused_with(&[&v0, &base_file], &[], &format!("profiler: error: BASE: {}: invalid profile.json: schema_version 0: profile.json versions start at 1", v0.display()));
+
+    // Counts that fit but that the run could not have made: 1e12 samples at 999 Hz in 4.7 s
+    // on 2 CPUs, 1e15 syscalls (4.9e15 calls per request with u64::MAX before).
+    let mut p = base_profile();
+    p["on_cpu"][0]["count"] = 1_000_000_000_000u64.into();
+    let samples = write_json(&d.join("samples.json"), &p);
+    refused(&[&base_file, &samples], "invalid profile.json: on_cpu[].count add up to 1000000000");
+    // 2 x (999 Hz x 4.686 s + 1) x 2 CPUs.
+    refused(&[&base_file, &samples], "samples in 4.686 s on 2 CPUs (meta.duration_ns, meta.cpus) at 999 Hz: more than the 18728 the sampler can take");
+    let mut p = base_profile();
+    p["syscalls"][0]["count"] = 1_000_000_000_000_000u64.into();
+    refused(&[&base_file, &write_json(&d.join("calls.json"), &p)], "syscalls[].count add up to");
+    let mut p = base_profile();
+    p["meta"]["syscall_windows"] = serde_json::json!({"duty_pct": 25, "period_ns": 1_000_000_000u64, "windows": 5, "traced_ns": 1});
+    refused(&[&base_file, &write_json(&d.join("windows.json"), &p)], "meta.syscall_windows.traced_ns = 1 of a 4.686 s run would scale the syscall counts by");
 }
 
 /// Log lines carry no colour codes when stderr is not a terminal (inferno's warnings came

@@ -144,6 +144,53 @@ proptest! {
     }
 }
 
+/// A count near the top of the u64 range, or small.
+fn count() -> impl Strategy<Value = u64> {
+    prop_oneof![0u64..1000, (1u64 << 50)..(1u64 << 54), (u64::MAX - 1000)..=u64::MAX]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Folded counts never wrap: a file is read with exactly the total of its counts, or
+    /// refused (one line naming the line) when that total passes 2^53.
+    #[test]
+    fn folded_counts_never_wrap(counts in prop::collection::vec(count(), 1..6)) {
+        let text: String = counts.iter().enumerate().map(|(i, n)| format!("main;f{i} {n}\n")).collect();
+        let total: u128 = counts.iter().map(|&n| u128::from(n)).sum();
+        match import::from_bytes(text.as_bytes(), Path::new("counts.folded")) {
+            Ok(side) => {
+                prop_assert!(total <= u128::from(import::MAX_TOTAL) && total > 0, "accepted a total of {total}");
+                let p = side.tests[0].profile.as_ref().unwrap();
+                prop_assert_eq!(p.on_cpu.iter().map(|c| u128::from(c.count)).sum::<u128>(), total);
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                prop_assert!(total > u128::from(import::MAX_TOTAL) || total == 0, "refused a total of {total}: {msg}");
+                prop_assert!(!msg.contains('\n'));
+                if total > 0 {
+                    prop_assert!(msg.contains("takes the file's total past 9007199254740992 (2^53)"), "{msg}");
+                }
+            }
+        }
+    }
+}
+
+/// A side whose counts would overflow is refused by `compare` itself, not only by the
+/// importers (a `Side` may be built by hand).
+#[test]
+fn compare_refuses_overflowing_counts() {
+    let mut side = import::from_bytes(seed(0), Path::new("seed")).unwrap();
+    let rules = profiler::attribute::RuleSet::builtin();
+    let opts = compare::Options { rules: &rules, fail_on_regression_pct: 5.0, noise_floor_pct: 0.0 };
+    let profile = side.tests[0].profile.as_mut().unwrap();
+    profile.on_cpu[0].count = u64::MAX;
+    profile.on_cpu[1].count = u64::MAX;
+    let err = compare::compare(&side, &side, &opts).unwrap_err();
+    assert!(matches!(err, compare::CompareError::Implausible { side: "BASE", .. }), "{err:?}");
+    assert!(err.to_string().contains("on_cpu[0].count = 18446744073709551615: the sum of on_cpu[].count passes 2^53"), "{err}");
+}
+
 #[test]
 fn seeds_import_as_their_kinds() {
     let p = Path::new("seed");

@@ -299,6 +299,17 @@ pub enum CompareError {
         /// HEAD's executables.
         head: String,
     },
+    /// A profile's counts overflow or are implausible ([`super::import::check_counts`]); only
+    /// a [`Side`] built by hand gets here, [`super::import::load`] refuses such a file.
+    #[error("{side} {path}: {detail}")]
+    Implausible {
+        /// `BASE` or `HEAD`.
+        side: &'static str,
+        /// The side's path.
+        path: String,
+        /// What is wrong, naming the field.
+        detail: String,
+    },
 }
 
 fn side_info(s: &Side) -> SideInfo {
@@ -309,8 +320,19 @@ fn side_info(s: &Side) -> SideInfo {
 ///
 /// # Errors
 /// [`CompareError`] when the sides are of different shapes (bench vs single profile), ran
-/// different tests, or profile different executables.
+/// different tests, or profile different executables, or when a profile's counts would
+/// overflow the sums made here ([`CompareError::Implausible`]: every sum below is over a part
+/// of a total [`super::import::check_counts`] has checked).
 pub fn compare(base: &Side, head: &Side, opts: &Options<'_>) -> Result<Diff, CompareError> {
+    for (name, side) in [("BASE", base), ("HEAD", head)] {
+        for profile in side.tests.iter().filter_map(|t| t.profile.as_ref()) {
+            super::import::check_counts(profile, side.kind).map_err(|detail| CompareError::Implausible {
+                side: name,
+                path: side.path.display().to_string(),
+                detail,
+            })?;
+        }
+    }
     let bench = |s: &Side| s.kind == super::import::InputKind::Bench;
     if bench(base) != bench(head) {
         return Err(CompareError::DifferentShapes { base: base.kind.describe().into(), head: head.kind.describe().into() });
@@ -610,6 +632,7 @@ fn compare_test(b: &TestSide, h: &TestSide, opts: &Options<'_>) -> TestDiff {
     if !per_request {
         notes.push("per sample: a side has no request count or no sampling frequency, so CPU figures are shares of on-CPU samples and counts per request are left out".into());
     }
+    // At most MAX_TOTAL each: compare() checked the profiles (import::check_counts).
     let all_samples = |p: &Profile| p.on_cpu.iter().map(|c| c.count).sum::<u64>();
     let samples = (all_samples(pb), all_samples(ph));
     // Parked runtime workers are left out of every profile figure (see IDLE_FRAMES).
