@@ -444,3 +444,12 @@ fn perf_script_with_garbage_is_refused() {
     std::fs::write(&bad_stack, format!("{good}target-app 1234 1234 100.000002: 1001001 cpu-clock:\n\t55d0c0a1b2c3 work+0x33 (/usr/local/bin/target-app)\n\tno module here\n\n")).unwrap();
     refused(&[&bad_stack, &bad_stack], "line 7: `\\tno module here` is neither an event line");
 }
+
+#[test]
+fn out_that_is_a_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("existing-file");
+    std::fs::write(&file, "x").unwrap();
+    let base_file = data().join("base/deals-create/profile.json.gz");
+    refused_with(&[&base_file, &base_file], &["--out", file.to_str().unwrap()], &format!("profiler: error: --out {} is a file, not a folder", file.display()));
+}
