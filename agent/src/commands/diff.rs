@@ -123,7 +123,7 @@ pub fn run(args: Args) -> Result<u8> {
         match format {
             Some(Format::Md) => stdout.write_all(md.as_bytes())?,
             Some(Format::Json) => stdout.write_all(json.as_bytes())?,
-            None => writeln!(stdout, "{}", result.verdict.headline())?,
+            None => writeln!(stdout, "{}", diff::markdown::headline(&result))?,
         }
         stdout.flush()?;
     }
