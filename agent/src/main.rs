@@ -1,9 +1,11 @@
 //! The `profiler` binary: argument parsing, logging set-up and error printing only.
 //!
 //! Every subcommand lives in [`profiler::commands`]; this file only dispatches. Errors print
-//! their whole chain as `profiler: error: {:#}` on one line and exit with status 2; a broken
-//! pipe on stdout (`profiler report ... | head`) exits 0, as ripgrep does.
+//! their chain on one line, `profiler: error: ` + [`commands::error_line`] (each cause once),
+//! and exit with status 2; a broken pipe on stdout (`profiler report ... | head`) exits 0, as
+//! ripgrep does.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{ArgAction, Parser, Subcommand};
@@ -47,13 +49,14 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(err) if commands::is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("profiler: error: {err:#}");
+            eprintln!("profiler: error: {}", commands::error_line(&err));
             ExitCode::from(2)
         }
     }
 }
 
-/// Logs go to stderr: `RUST_LOG` when set, else `warn` raised by each `-v`.
+/// Logs go to stderr: `RUST_LOG` when set, else `warn` raised by each `-v`; coloured only
+/// when stderr is a terminal (no escape codes in CI logs, files and pipes).
 fn init_logging(verbose: u8) {
     use tracing_subscriber::EnvFilter;
     let default = match verbose {
@@ -66,6 +69,7 @@ fn init_logging(verbose: u8) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(verbose >= 2)
         .init();
 }

@@ -144,3 +144,312 @@ fn perf_script_samples_match_perf() {
     // inferno's collapser puts the command first: every stack starts with `sh`.
     assert!(profile.stacks.iter().all(|s| profile.frames[s.frames[0] as usize].function == "sh"));
 }
+
+/// Runs `profiler diff` with `env` set; returns (exit code, stdout, stderr).
+fn run_env(args: &[&Path], extra: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_profiler")).arg("diff").args(args).args(extra).envs(env.iter().copied()).output().unwrap();
+    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// Asserts exit 2 and exactly `line` (plus its line break) on stderr.
+fn refused_with(args: &[&Path], extra: &[&str], line: &str) {
+    let (code, _, stderr) = run(args, extra);
+    assert_eq!(code, 2, "stderr: {stderr}");
+    assert_eq!(stderr, format!("{line}\n"));
+}
+
+fn write_json(path: &Path, v: &serde_json::Value) -> PathBuf {
+    std::fs::write(path, v.to_string()).unwrap();
+    path.to_path_buf()
+}
+
+/// A bench output like `head/` with `edit` applied to its results.json.
+fn bench_with(d: &Path, name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
+    let dir = d.join(name);
+    std::fs::create_dir_all(dir.join("deals-create")).unwrap();
+    std::fs::copy(data().join("head/deals-create/profile.json.gz"), dir.join("deals-create/profile.json.gz")).unwrap();
+    let mut results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(data().join("head/results.json")).unwrap()).unwrap();
+    edit(&mut results);
+    write_json(&dir.join("results.json"), &results);
+    dir
+}
+
+fn small_folded() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/folded/small.stacks.folded")).unwrap()
+}
+
+/// Each cause once: the error types wrote their source into their message and returned it as
+/// their source too, and `main` printed the chain, so every OS and parser error came twice.
+#[test]
+fn errors_say_each_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base_file = data().join("base/deals-create/profile.json.gz");
+
+    let missing = d.join("nonexistent.json");
+    refused_with(&[&missing, &base_file], &[], &format!("profiler: error: BASE: {}: No such file or directory (os error 2)", missing.display()));
+    refused_with(&[&base_file, &missing], &[], &format!("profiler: error: HEAD: {}: No such file or directory (os error 2)", missing.display()));
+
+    let trunc = d.join("trunc.json");
+    std::fs::write(&trunc, "{\"format\": \"profiler-profile\", \"meta\": {\"target\": \"x").unwrap();
+    refused_with(&[&trunc, &base_file], &[], &format!("profiler: error: BASE: {}: not JSON: EOF while parsing a string at line 1 column 52", trunc.display()));
+
+    let array = d.join("array.json");
+    std::fs::write(&array, "[1, 2]").unwrap();
+    refused_with(&[&base_file, &array], &[], &format!("profiler: error: HEAD: {}: not a profiler profile.json (a JSON array, expected an object)", array.display()));
+
+    let no_format = write_json(&d.join("no-format.json"), &serde_json::json!({"schema_version": 1}));
+    refused_with(&[&no_format, &base_file], &[], &format!("profiler: error: BASE: {}: not a profiler profile.json (no \"format\": \"profiler-profile\" field)", no_format.display()));
+
+    let mut future = base_profile();
+    future["schema_version"] = 99.into();
+    let future = write_json(&d.join("future.json"), &future);
+    refused_with(
+        &[&base_file, &future],
+        &[],
+        &format!("profiler: error: HEAD: {}: profile schema version 99 is newer than the 2 this profiler reads; use a newer profiler", future.display()),
+    );
+
+    // A bench output whose test folder is missing.
+    let bench = d.join("bench");
+    std::fs::create_dir_all(&bench).unwrap();
+    std::fs::copy(data().join("base/results.json"), bench.join("results.json")).unwrap();
+    refused_with(
+        &[&bench, &data().join("head")],
+        &[],
+        &format!(
+            "profiler: error: BASE: {}: invalid results.json: test deals-create was profiled into deals-create, but {} has no profile.json or profile.json.gz",
+            bench.join("results.json").display(),
+            bench.join("deals-create").display()
+        ),
+    );
+
+    // --rules: a TOML error has several lines; they are joined into one.
+    let rules = d.join("bad.toml");
+    std::fs::write(&rules, "x = \n").unwrap();
+    let (code, _, stderr) = run(&[&base_file, &base_file], &["--rules", rules.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "not one line: {stderr}");
+    assert!(stderr.starts_with(&format!("profiler: error: {}", rules.display())), "{stderr}");
+}
+
+/// Counts that overflow a u64 sum or pass 2^53 are refused, naming the file and the field (a
+/// release build wrapped them: "17 / 16 on-CPU samples", exit 0).
+#[test]
+fn overflowing_counts_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let small = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/folded/small.stacks.folded");
+    let lines = small_folded().lines().count();
+
+    let big = d.join("big.folded");
+    std::fs::write(&big, format!("{}a;b;c 18446744073709551615\n", small_folded())).unwrap();
+    refused_with(
+        &[&small, &big],
+        &[],
+        &format!(
+            "profiler: error: HEAD: {}: invalid folded stacks: line {}: sample count 18446744073709551615 takes the file's total past 9007199254740992 (2^53), more than any profile holds",
+            big.display(),
+            lines + 1
+        ),
+    );
+    // Two counts that fit alone but not together.
+    let pair = d.join("pair.folded");
+    std::fs::write(&pair, "a;b 5000000000000000\na;c 5000000000000000\n").unwrap();
+    refused(&[&pair, &small], "line 2: sample count 5000000000000000 takes the file's total past 9007199254740992");
+
+    let base_file = data().join("base/deals-create/profile.json.gz");
+    let mut p = base_profile();
+    p["on_cpu"][0]["count"] = u64::MAX.into();
+    let on_cpu = write_json(&d.join("on-cpu.json"), &p);
+    refused_with(
+        &[&base_file, &on_cpu],
+        &[],
+        &format!(
+            "profiler: error: HEAD: {}: invalid profile.json: on_cpu[0].count = 18446744073709551615: the sum of on_cpu[].count passes 2^53 (9007199254740992), more than any profile holds",
+            on_cpu.display()
+        ),
+    );
+    let mut p = base_profile();
+    p["on_cpu"][0]["count"] = (u64::MAX / 2).into();
+    p["on_cpu"][1]["count"] = (u64::MAX / 2).into();
+    refused(&[&write_json(&d.join("halves.json"), &p), &base_file], "the sum of on_cpu[].count passes 2^53");
+
+    let mut p = base_profile();
+    p["syscalls"][0]["count"] = u64::MAX.into();
+    refused(&[&base_file, &write_json(&d.join("syscalls.json"), &p)], "invalid profile.json: syscalls[0].count = 18446744073709551615: the sum of syscalls[].count passes 2^53");
+
+    let mut p = base_profile();
+    p["off_cpu"][0]["total_ns"] = u64::MAX.into();
+    refused(&[&base_file, &write_json(&d.join("wait-ns.json"), &p)], "the sum of off_cpu[].total_ns passes 18446744073709551615 (it overflows)");
+
+    let mut p = base_profile();
+    p["wire"]["http"]["requests"] = u64::MAX.into();
+    refused(&[&base_file, &write_json(&d.join("requests.json"), &p)], "wire.http.requests = 18446744073709551615");
+
+    // pprof: a sample value that takes the total past 2^53.
+    let side = profiler::diff::import::from_bytes(&std::fs::read(&base_file).unwrap(), Path::new("p")).unwrap();
+    let mut profile = side.tests[0].profile.clone().unwrap();
+    profile.on_cpu[0].count = 1 << 62;
+    let pprof = d.join("big.pb.gz");
+    profiler::profile::pprof::write(&profile, profiler::profile::pprof::Kind::OnCpu, std::fs::File::create(&pprof).unwrap()).unwrap();
+    refused(&[&pprof, &pprof], "invalid pprof profile: sample[");
+    refused(&[&pprof, &pprof], "4611686018427387904 takes the samples' total past 9007199254740992 (2^53)");
+}
+
+/// Implausible figures are refused with the field: they were accepted with exit 0.
+#[test]
+fn implausible_figures_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = data().join("base");
+    let base_file = data().join("base/deals-create/profile.json.gz");
+
+    let b = bench_with(d, "rps", |r| r["tests"][0]["runs"][0]["wrk"]["req_per_s"] = 1e308.into());
+    refused_with(
+        &[&base, &b],
+        &[],
+        &format!("profiler: error: HEAD: {}: invalid results.json: tests[0].runs[0].wrk.req_per_s = 1e308 is not a throughput (0 to 1e8 req/s)", b.join("results.json").display()),
+    );
+    let b = bench_with(d, "negative", |r| r["tests"][0]["runs"][2]["wrk"]["req_per_s"] = (-1.0).into());
+    refused(&[&base, &b], "tests[0].runs[2].wrk.req_per_s = -1 is not a throughput");
+    let b = bench_with(d, "requests", |r| r["tests"][0]["runs"][1]["wrk"]["requests"] = u64::MAX.into());
+    refused(&[&base, &b], "invalid results.json: tests[0].runs[1].wrk.requests = 18446744073709551615 in ");
+    let b = bench_with(d, "profiled-requests", |r| r["tests"][0]["profiled"]["run"]["wrk"]["requests"] = u64::MAX.into());
+    refused(&[&base, &b], "tests[0].profiled.run.wrk.requests = 18446744073709551615 in ");
+    let b = bench_with(d, "latency", |r| r["tests"][0]["runs"][0]["wrk"]["latency"]["p99_us"] = u64::MAX.into());
+    refused(&[&base, &b], "tests[0].runs[0].wrk.latency.p99_us = 18446744073709551615 is more than an hour");
+    let b = bench_with(d, "cpu", |r| r["tests"][0]["runs"][0]["app"]["cpu_ns"] = u64::MAX.into());
+    refused(&[&b, &base], "BASE: ");
+    refused(&[&b, &base], "tests[0].runs[0].app.cpu_ns = 18446744073709551615 is more than twice what 2 CPUs give");
+    let b = bench_with(d, "v0", |r| r["schema_version"] = 0.into());
+    refused_with(&[&base, &b], &[], &format!("profiler: error: HEAD: {}: invalid results.json: schema_version 0: results.json versions start at 1", b.join("results.json").display()));
+
+    for (hz, name) in [(u64::MAX, "max"), (0, "zero")] {
+        let mut p = base_profile();
+        p["meta"]["frequency_hz"] = hz.into();
+        let path = write_json(&d.join(format!("hz-{name}.json")), &p);
+        refused_with(
+            &[&base_file, &path],
+            &[],
+            &format!("profiler: error: HEAD: {}: invalid profile.json: meta.frequency_hz = {hz} is not a sampling frequency (1 to 1000000 Hz)", path.display()),
+        );
+    }
+    let mut p = base_profile();
+    p["schema_version"] = 0.into();
+    let v0 = write_json(&d.join("v0.json"), &p);
+    refused_with(&[&v0, &base_file], &[], &format!("profiler: error: BASE: {}: invalid profile.json: schema_version 0: profile.json versions start at 1", v0.display()));
+
+    // Counts that fit but that the run could not have made: 1e12 samples at 999 Hz in 4.7 s
+    // on 2 CPUs, 1e15 syscalls (4.9e15 calls per request with u64::MAX before).
+    let mut p = base_profile();
+    p["on_cpu"][0]["count"] = 1_000_000_000_000u64.into();
+    let samples = write_json(&d.join("samples.json"), &p);
+    refused(&[&base_file, &samples], "invalid profile.json: on_cpu[].count add up to 1000000000");
+    // 2 x (999 Hz x 4.686 s + 1) x 2 CPUs.
+    refused(&[&base_file, &samples], "samples in 4.686 s on 2 CPUs (meta.duration_ns, meta.cpus) at 999 Hz: more than the 18728 the sampler can take");
+    let mut p = base_profile();
+    p["syscalls"][0]["count"] = 1_000_000_000_000_000u64.into();
+    refused(&[&base_file, &write_json(&d.join("calls.json"), &p)], "syscalls[].count add up to");
+    let mut p = base_profile();
+    p["meta"]["syscall_windows"] = serde_json::json!({"duty_pct": 25, "period_ns": 1_000_000_000u64, "windows": 5, "traced_ns": 1});
+    refused(&[&base_file, &write_json(&d.join("windows.json"), &p)], "meta.syscall_windows.traced_ns = 1 of a 4.686 s run would scale the syscall counts by");
+}
+
+/// Log lines carry no colour codes when stderr is not a terminal (inferno's warnings came
+/// with ANSI escapes into CI logs).
+#[test]
+fn log_lines_have_no_colour_codes_off_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let perf = dir.path().join("clean.perf");
+    let event = "target-app 1234 1234 100.000001: 1001001 cpu-clock:\n\t55d0c0a1b2c3 work+0x33 (/usr/local/bin/target-app)\n\n";
+    std::fs::write(&perf, event.repeat(3)).unwrap();
+    // inferno logs the event type it keeps at info level.
+    let (code, _, stderr) = run_env(&[&perf, &perf], &[], &[("RUST_LOG", "info")]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("INFO"), "no log line to check: {stderr:?}");
+    assert!(!stderr.contains('\x1b'), "ANSI escape codes on a stderr that is not a terminal: {stderr:?}");
+}
+
+/// A folded file with one line that is not UTF-8 is read as folded stacks and refused naming
+/// that line (it was taken for a broken protobuf); a folded file whose first frame starts with
+/// `[` is not taken for JSON.
+#[test]
+fn text_inputs_are_read_as_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let small = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/folded/small.stacks.folded");
+    let lines = small_folded().lines().count();
+    let bin = d.join("bin.folded");
+    let mut bytes = small_folded().into_bytes();
+    bytes.extend_from_slice(b"\xff\xfe binary 3\n");
+    std::fs::write(&bin, bytes).unwrap();
+    refused_with(
+        &[&small, &bin],
+        &[],
+        &format!("profiler: error: HEAD: {}: invalid folded stacks: line {}: not UTF-8 text (byte 0xff at column 1)", bin.display(), lines + 1),
+    );
+    // The same line first: the file is not known to be folded stacks yet.
+    let first = d.join("first.folded");
+    std::fs::write(&first, b"\xff\xfe binary 3\na;b 2\n").unwrap();
+    refused(&[&first, &small], "not profile.json, pprof, perf script or folded stacks: line 1: not UTF-8 text (byte 0xff at column 1)");
+
+    let unknown = d.join("unknown.folded");
+    std::fs::write(&unknown, "[unknown];main;work 3\n[unknown];main;idle 2\n").unwrap();
+    let (code, stdout, stderr) = run(&[&unknown, &unknown], &["--format", "json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["base"]["kind"], "folded");
+    assert_eq!(v["tests"][0]["samples"], serde_json::json!([5, 5]));
+}
+
+/// Folded stacks: blank lines are skipped; a frame without a name is refused with its line.
+#[test]
+fn folded_lines_without_frame_names_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let blank = d.join("blank.folded");
+    std::fs::write(&blank, "a;b 3\n\n   \na;c 4\n").unwrap();
+    let (code, stdout, stderr) = run(&[&blank, &blank], &["--format", "json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["tests"][0]["samples"], serde_json::json!([7, 7]));
+
+    let empty = d.join("empty.folded");
+    std::fs::write(&empty, "a;b 3\n;;; 12\n").unwrap();
+    refused_with(&[&blank, &empty], &[], &format!("profiler: error: HEAD: {}: invalid folded stacks: line 2: frame 1 of `;;;` has no name", empty.display()));
+    let middle = d.join("middle.folded");
+    std::fs::write(&middle, "a;;b 3\n").unwrap();
+    refused(&[&middle, &blank], "line 1: frame 2 of `a;;b` has no name");
+}
+
+/// `perf script` text with lines inferno cannot parse is refused (inferno skipped them with a
+/// warning and the diff went on, exit 0).
+#[test]
+fn perf_script_with_garbage_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let good = "target-app 1234 1234 100.000001: 1001001 cpu-clock:\n\t55d0c0a1b2c3 work+0x33 (/usr/local/bin/target-app)\n\t55d0c0a1b000 main+0x10 (/usr/local/bin/target-app)\n\n";
+    let garbage = d.join("garbage.perf");
+    std::fs::write(&garbage, format!("{good}this is not perf output\nneither is this\n\n{good}")).unwrap();
+    refused_with(
+        &[&garbage, &garbage],
+        &[],
+        &format!(
+            "profiler: error: BASE: {}: invalid perf script output: line 5: `this is not perf output` is neither an event line (`COMMAND PID TIME: EVENT:`) nor a stack line (`ADDRESS SYMBOL (MODULE)`) (and 1 more line like it)",
+            garbage.display()
+        ),
+    );
+    let bad_stack = d.join("bad-stack.perf");
+    std::fs::write(&bad_stack, format!("{good}target-app 1234 1234 100.000002: 1001001 cpu-clock:\n\t55d0c0a1b2c3 work+0x33 (/usr/local/bin/target-app)\n\tno module here\n\n")).unwrap();
+    refused(&[&bad_stack, &bad_stack], "line 7: `\\tno module here` is neither an event line");
+}
+
+#[test]
+fn out_that_is_a_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("existing-file");
+    std::fs::write(&file, "x").unwrap();
+    let base_file = data().join("base/deals-create/profile.json.gz");
+    refused_with(&[&base_file, &base_file], &["--out", file.to_str().unwrap()], &format!("profiler: error: --out {} is a file, not a folder", file.display()));
+}

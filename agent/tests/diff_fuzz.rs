@@ -70,6 +70,8 @@ fn exercise(bytes: &[u8]) {
         Err(e) => {
             let msg = e.to_string();
             assert!(!msg.is_empty() && !msg.contains('\n'), "not one line: {msg:?}");
+            // The message is whole: no source to print after it (that printed causes twice).
+            assert!(std::error::Error::source(&e).is_none(), "{msg} has a source");
         }
     }
 }
@@ -142,6 +144,53 @@ proptest! {
     }
 }
 
+/// A count near the top of the u64 range, or small.
+fn count() -> impl Strategy<Value = u64> {
+    prop_oneof![0u64..1000, (1u64 << 50)..(1u64 << 54), (u64::MAX - 1000)..=u64::MAX]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Folded counts never wrap: a file is read with exactly the total of its counts, or
+    /// refused (one line naming the line) when that total passes 2^53.
+    #[test]
+    fn folded_counts_never_wrap(counts in prop::collection::vec(count(), 1..6)) {
+        let text: String = counts.iter().enumerate().map(|(i, n)| format!("main;f{i} {n}\n")).collect();
+        let total: u128 = counts.iter().map(|&n| u128::from(n)).sum();
+        match import::from_bytes(text.as_bytes(), Path::new("counts.folded")) {
+            Ok(side) => {
+                prop_assert!(total <= u128::from(import::MAX_TOTAL) && total > 0, "accepted a total of {total}");
+                let p = side.tests[0].profile.as_ref().unwrap();
+                prop_assert_eq!(p.on_cpu.iter().map(|c| u128::from(c.count)).sum::<u128>(), total);
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                prop_assert!(total > u128::from(import::MAX_TOTAL) || total == 0, "refused a total of {total}: {msg}");
+                prop_assert!(!msg.contains('\n'));
+                if total > 0 {
+                    prop_assert!(msg.contains("takes the file's total past 9007199254740992 (2^53)"), "{msg}");
+                }
+            }
+        }
+    }
+}
+
+/// A side whose counts would overflow is refused by `compare` itself, not only by the
+/// importers (a `Side` may be built by hand).
+#[test]
+fn compare_refuses_overflowing_counts() {
+    let mut side = import::from_bytes(seed(0), Path::new("seed")).unwrap();
+    let rules = profiler::attribute::RuleSet::builtin();
+    let opts = compare::Options { rules: &rules, fail_on_regression_pct: 5.0, noise_floor_pct: 0.0 };
+    let profile = side.tests[0].profile.as_mut().unwrap();
+    profile.on_cpu[0].count = u64::MAX;
+    profile.on_cpu[1].count = u64::MAX;
+    let err = compare::compare(&side, &side, &opts).unwrap_err();
+    assert!(matches!(err, compare::CompareError::Implausible { side: "BASE", .. }), "{err:?}");
+    assert!(err.to_string().contains("on_cpu[0].count = 18446744073709551615: the sum of on_cpu[].count passes 2^53"), "{err}");
+}
+
 #[test]
 fn seeds_import_as_their_kinds() {
     let p = Path::new("seed");
@@ -153,4 +202,47 @@ fn seeds_import_as_their_kinds() {
     let profile = side.tests[0].profile.as_ref().unwrap();
     assert_eq!(profile.on_cpu.iter().map(|c| c.count).sum::<u64>(), 2);
     assert!(profile.frames.iter().any(|f| f.function == "do_syscall_64" && f.kind == profiler::profile::FrameKind::Kernel));
+}
+
+/// inferno's perf collapser slices a symbol's last 17 bytes and panicked inside a multi-byte
+/// character (found by `flipped_bytes` once text with a bad byte was read as text): such
+/// symbols are read, with their names as written (a byte that is not UTF-8 becomes U+FFFD).
+#[test]
+fn perf_script_symbols_with_non_ascii_characters() {
+    let mut text = "target-app 1234 1234 100.000001: 1001001 cpu-clock:\n\
+        \t    55d0c0a1b2c3 serde_jsoé::de::from_slice+0x33 (/usr/local/bin/target-app)\n\
+        \t    55d0c0a1b2c4 C:\\path\\u{41}::löwe (/usr/local/bin/target-app)\n\
+        \t    55d0c0a1b000 main+0x10 (/usr/local/bin/target-app)\n\n"
+        .as_bytes()
+        .to_vec();
+    text.extend_from_slice(b"target-app 1234 1234 100.000002: 1001001 cpu-clock:\n\t    55d0c0a1b2c3 serde_jso\xff::de::from_slice+0x33 (/usr/local/bin/target-app)\n\n");
+    let side = import::from_bytes(&text, Path::new("perf.txt")).unwrap();
+    assert_eq!(side.kind, import::InputKind::PerfScript);
+    let profile = side.tests[0].profile.as_ref().unwrap();
+    let names: Vec<&str> = profile.frames.iter().map(|f| f.function.as_str()).collect();
+    for name in ["serde_jsoé::de::from_slice", "C:\\path\\u{41}::löwe", "serde_jso\u{fffd}::de::from_slice", "main"] {
+        assert!(names.contains(&name), "{name} not in {names:?}");
+    }
+}
+
+/// inferno's perf collapser asserts that the first stack it reads names an event type, and
+/// panicked on `perf script` text that starts with a blank line or whose first event line
+/// has no `EVENT:` (found by `flipped_bytes`): the first is read, the second refused.
+#[test]
+fn perf_script_that_inferno_would_assert_on() {
+    let event = "target-app 1234 1234 100.000001: 1001001 cpu-clock:\n\t    55d0c0a1b000 main+0x10 (/usr/local/bin/target-app)\n\n";
+    let side = import::from_bytes(format!("\n# header\n\n{event}").as_bytes(), Path::new("perf.txt")).unwrap();
+    assert_eq!(side.kind, import::InputKind::PerfScript);
+    let no_event = "target-app 1234 1234 100.000001 1001001 cpu-clock\n\t    55d0c0a1b000 main+0x10 (/usr/local/bin/target-app)\n\n";
+    let err = import::from_bytes(format!("{no_event}{event}").as_bytes(), Path::new("perf.txt")).unwrap_err().to_string();
+    assert!(err.contains("line 1: `target-app 1234 1234 100.000001 1001001 cpu-clock` is neither an event line"), "{err}");
+}
+
+/// An event line whose only number is its period column: without the column (the importer
+/// drops it) it is no event line for inferno, which then panicked on its assertion.
+#[test]
+fn perf_event_line_numbered_only_by_its_period() {
+    let text = "target-app 1234a1234 100.000001: 1001001 cpu-clock:\n\t    55d0c0a1b000 main+0x10 (/usr/local/bin/target-app)\n\n";
+    let err = import::from_bytes(text.as_bytes(), Path::new("perf.txt")).unwrap_err().to_string();
+    assert!(err.contains("line 1: `target-app 1234a1234 100.000001: 1001001 cpu-clock:` is neither an event line"), "{err}");
 }

@@ -68,17 +68,22 @@ fn rules(extra: &[PathBuf]) -> Result<crate::attribute::RuleSet> {
 /// threshold.
 ///
 /// # Errors
-/// Unreadable or unsupported inputs, sides that cannot be compared, unwritable outputs.
+/// Bad options (`--fail-on-regression`, `--noise-floor`, an `--out` that is a file),
+/// unreadable, unsupported or implausible inputs, sides that cannot be compared, unwritable
+/// outputs.
 pub fn run(args: Args) -> Result<u8> {
     if !(args.fail_on_regression.is_finite() && args.fail_on_regression >= 0.0) {
         anyhow::bail!("--fail-on-regression must be a percentage >= 0, got {}", args.fail_on_regression);
     }
-    let rules = rules(&args.rules)?;
-    let base = diff::import::load(&args.base).context("BASE")?;
-    let head = diff::import::load(&args.head).context("HEAD")?;
     if !(args.noise_floor.is_finite() && args.noise_floor >= 0.0) {
         anyhow::bail!("--noise-floor must be a percentage >= 0, got {}", args.noise_floor);
     }
+    if let Some(out) = args.out.as_ref().filter(|o| o.exists() && !o.is_dir()) {
+        anyhow::bail!("--out {} is a file, not a folder", out.display());
+    }
+    let rules = rules(&args.rules)?;
+    let base = diff::import::load(&args.base).context("BASE")?;
+    let head = diff::import::load(&args.head).context("HEAD")?;
     let opts = compare::Options { rules: &rules, fail_on_regression_pct: args.fail_on_regression, noise_floor_pct: args.noise_floor };
     let result = compare::compare(&base, &head, &opts)?;
     let md = diff::markdown::render(&result);
@@ -118,7 +123,7 @@ pub fn run(args: Args) -> Result<u8> {
         match format {
             Some(Format::Md) => stdout.write_all(md.as_bytes())?,
             Some(Format::Json) => stdout.write_all(json.as_bytes())?,
-            None => writeln!(stdout, "{}", result.verdict.headline())?,
+            None => writeln!(stdout, "{}", diff::markdown::headline(&result))?,
         }
         stdout.flush()?;
     }

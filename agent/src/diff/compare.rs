@@ -299,6 +299,17 @@ pub enum CompareError {
         /// HEAD's executables.
         head: String,
     },
+    /// A profile's counts overflow or are implausible ([`super::import::check_counts`]); only
+    /// a [`Side`] built by hand gets here, [`super::import::load`] refuses such a file.
+    #[error("{side} {path}: {detail}")]
+    Implausible {
+        /// `BASE` or `HEAD`.
+        side: &'static str,
+        /// The side's path.
+        path: String,
+        /// What is wrong, naming the field.
+        detail: String,
+    },
 }
 
 fn side_info(s: &Side) -> SideInfo {
@@ -309,8 +320,19 @@ fn side_info(s: &Side) -> SideInfo {
 ///
 /// # Errors
 /// [`CompareError`] when the sides are of different shapes (bench vs single profile), ran
-/// different tests, or profile different executables.
+/// different tests, or profile different executables, or when a profile's counts would
+/// overflow the sums made here ([`CompareError::Implausible`]: every sum below is over a part
+/// of a total [`super::import::check_counts`] has checked).
 pub fn compare(base: &Side, head: &Side, opts: &Options<'_>) -> Result<Diff, CompareError> {
+    for (name, side) in [("BASE", base), ("HEAD", head)] {
+        for profile in side.tests.iter().filter_map(|t| t.profile.as_ref()) {
+            super::import::check_counts(profile, side.kind).map_err(|detail| CompareError::Implausible {
+                side: name,
+                path: side.path.display().to_string(),
+                detail,
+            })?;
+        }
+    }
     let bench = |s: &Side| s.kind == super::import::InputKind::Bench;
     if bench(base) != bench(head) {
         return Err(CompareError::DifferentShapes { base: base.kind.describe().into(), head: head.kind.describe().into() });
@@ -568,30 +590,19 @@ fn by_change(rows: &mut [Row]) {
 fn compare_test(b: &TestSide, h: &TestSide, opts: &Options<'_>) -> TestDiff {
     let mut rows = Vec::new();
     let mut notes = Vec::new();
-    let mut regressions = Vec::new();
     let pct = opts.fail_on_regression_pct;
     let drift = opts.noise_floor_pct / 100.0;
     let runs = |t: &TestSide, f: fn(&RunFigures) -> Option<f64>| t.runs.iter().filter_map(f).collect::<Vec<f64>>();
     let have_runs = !b.runs.is_empty() && !h.runs.is_empty();
-    let mut cpu_gate_done = false;
     if have_runs {
-        let req = run_row("req/s", "req/s", &runs(b, |r| Some(r.req_per_s)), &runs(h, |r| Some(r.req_per_s)), true, drift);
+        let req = run_row(ROW_REQ_PER_S, "req/s", &runs(b, |r| Some(r.req_per_s)), &runs(h, |r| Some(r.req_per_s)), true, drift);
         let p50 = run_row("latency p50", "ms", &runs(b, |r| Some(r.p50_us / 1e3)), &runs(h, |r| Some(r.p50_us / 1e3)), false, drift);
         let p99 = run_row("latency p99", "ms", &runs(b, |r| Some(r.p99_us / 1e3)), &runs(h, |r| Some(r.p99_us / 1e3)), false, drift);
-        if req.is_worse() && req.delta_pct.is_some_and(|p| -p > pct) {
-            regressions.push(format!("req/s {:.0} → {:.0} ({:+.1}%, beyond the noise of {:.0} req/s and the {pct}% threshold)", req.base, req.head, req.delta_pct.unwrap_or(0.0), req.noise.unwrap_or(0.0)));
-        } else if req.significance == Significance::Unknown && req.delta_pct.is_some_and(|p| -p > pct) {
-            regressions.push(format!("req/s {:.0} → {:.0} ({:+.1}%, beyond the {pct}% threshold; one run per side, noise unknown)", req.base, req.head, req.delta_pct.unwrap_or(0.0)));
-        }
         rows.extend([req, p50, p99]);
         let (cb, ch) = (runs(b, |r| r.cpu_us_per_request), runs(h, |r| r.cpu_us_per_request));
         if !cb.is_empty() && !ch.is_empty() {
-            let mut cpu = run_row("app CPU per request (accounted, /proc)", "µs/req", &cb, &ch, false, drift);
+            let mut cpu = run_row(ROW_CPU_ACCOUNTED, "µs/req", &cb, &ch, false, drift);
             cpu.section = Section::Cpu;
-            if cpu.delta_pct.is_some_and(|p| p > pct) && (cpu.is_worse() || cpu.significance == Significance::Unknown) {
-                regressions.push(format!("app CPU per request {:.1} → {:.1} µs ({:+.1}%, {})", cpu.base, cpu.head, cpu.delta_pct.unwrap_or(0.0), noise_words(&cpu)));
-            }
-            cpu_gate_done = true;
             rows.push(cpu);
         }
     } else if !b.runs.is_empty() || !h.runs.is_empty() {
@@ -603,13 +614,14 @@ fn compare_test(b: &TestSide, h: &TestSide, opts: &Options<'_>) -> TestDiff {
                 notes.push(format!("{side} has no profile of this test{}: profile figures are not compared", t.profile_error.as_deref().map_or(String::new(), |e| format!(" ({e})"))));
             }
         }
-        return finish(b, h, rows, notes, regressions, Normalization::PerSample, (0, 0));
+        return finish(b, h, rows, notes, pct, Normalization::PerSample, (0, 0));
     };
     let per_request = b.requests.is_some() && h.requests.is_some() && pb.meta.frequency_hz > 0 && ph.meta.frequency_hz > 0;
     let norm = if per_request { Normalization::PerRequest } else { Normalization::PerSample };
     if !per_request {
         notes.push("per sample: a side has no request count or no sampling frequency, so CPU figures are shares of on-CPU samples and counts per request are left out".into());
     }
+    // At most MAX_TOTAL each: compare() checked the profiles (import::check_counts).
     let all_samples = |p: &Profile| p.on_cpu.iter().map(|c| c.count).sum::<u64>();
     let samples = (all_samples(pb), all_samples(ph));
     // Parked runtime workers are left out of every profile figure (see IDLE_FRAMES).
@@ -643,10 +655,7 @@ fn compare_test(b: &TestSide, h: &TestSide, opts: &Options<'_>) -> TestDiff {
     let sampled = |nb: u64, nh: u64| ((nb, fb.k), (nh, fh.k));
     if per_request {
         let (x, y) = sampled(fb.samples, fh.samples);
-        let mut cpu = sc.row(Section::Cpu, "sampled CPU per request (profile)", cpu_unit, x, y);
-        if !cpu_gate_done && cpu.delta_pct.is_some_and(|p| p > pct) && (cpu.is_worse() || cpu.significance == Significance::Unknown) {
-            regressions.push(format!("sampled CPU per request {:.1} → {:.1} µs ({:+.1}%, {})", cpu.base, cpu.head, cpu.delta_pct.unwrap_or(0.0), noise_words(&cpu)));
-        }
+        let mut cpu = sc.row(Section::Cpu, ROW_CPU_SAMPLED, cpu_unit, x, y);
         cpu.higher_is_better = false;
         rows.push(cpu);
     }
@@ -686,7 +695,7 @@ fn compare_test(b: &TestSide, h: &TestSide, opts: &Options<'_>) -> TestDiff {
     rows.extend(section(Section::Layers, cpu_unit, &fb.layers, &fh.layers, fb.k, fh.k, 1));
     rows.extend(section(Section::Frames, cpu_unit, &fb.frames, &fh.frames, fb.k, fh.k, MIN_FRAME_SAMPLES));
     rows.extend(section(Section::SelfFrames, cpu_unit, &fb.self_frames, &fh.self_frames, fb.k, fh.k, MIN_FRAME_SAMPLES));
-    finish(b, h, rows, notes, regressions, norm, samples)
+    finish(b, h, rows, notes, pct, norm, samples)
 }
 
 fn noise_words(r: &Row) -> String {
@@ -696,7 +705,47 @@ fn noise_words(r: &Row) -> String {
     }
 }
 
-fn finish(b: &TestSide, h: &TestSide, rows: Vec<Row>, notes: Vec<String>, regressions: Vec<String>, normalization: Normalization, samples: (u64, u64)) -> TestDiff {
+/// Name of the req/s row (measured runs).
+pub const ROW_REQ_PER_S: &str = "req/s";
+/// Name of the row of the app's CPU per request accounted from `/proc` (measured runs).
+pub const ROW_CPU_ACCOUNTED: &str = "app CPU per request (accounted, /proc)";
+/// Name of the row of sampled CPU per request (the profiles, per request only).
+pub const ROW_CPU_SAMPLED: &str = "sampled CPU per request (profile)";
+
+/// The rows of a test the `--fail-on-regression` gate checks, in order: req/s, and CPU per
+/// request: the app's accounted from `/proc` when the test has it, else the sampled one.
+/// Latency and profile figures are not gated.
+pub fn gated_rows(rows: &[Row]) -> impl Iterator<Item = &Row> {
+    let accounted = rows.iter().any(|r| r.section == Section::Cpu && r.name == ROW_CPU_ACCOUNTED);
+    rows.iter().filter(move |r| match r.section {
+        Section::Load => r.name == ROW_REQ_PER_S,
+        Section::Cpu => r.name == if accounted { ROW_CPU_ACCOUNTED } else { ROW_CPU_SAMPLED },
+        _ => false,
+    })
+}
+
+/// True when a gated row ([`gated_rows`]) fails the gate: worse by more than `pct` percent
+/// (req/s down, CPU per request up), beyond noise or with unknown noise.
+pub fn fails_gate(r: &Row, pct: f64) -> bool {
+    let worse_pct = r.delta_pct.map(|p| if r.higher_is_better { -p } else { p });
+    worse_pct.is_some_and(|p| p > pct) && (r.is_worse() || r.significance == Significance::Unknown)
+}
+
+/// The finding of a row that fails the gate, for [`TestDiff::regressions`].
+fn gate_finding(r: &Row, pct: f64) -> String {
+    let change = r.delta_pct.unwrap_or(0.0);
+    match r.name.as_str() {
+        ROW_REQ_PER_S if r.significance == Significance::Beyond => {
+            format!("req/s {:.0} → {:.0} ({change:+.1}%, beyond the noise of {:.0} req/s and the {pct}% threshold)", r.base, r.head, r.noise.unwrap_or(0.0))
+        }
+        ROW_REQ_PER_S => format!("req/s {:.0} → {:.0} ({change:+.1}%, beyond the {pct}% threshold; one run per side, noise unknown)", r.base, r.head),
+        ROW_CPU_ACCOUNTED => format!("app CPU per request {:.1} → {:.1} µs ({change:+.1}%, {})", r.base, r.head, noise_words(r)),
+        _ => format!("sampled CPU per request {:.1} → {:.1} µs ({change:+.1}%, {})", r.base, r.head, noise_words(r)),
+    }
+}
+
+fn finish(b: &TestSide, h: &TestSide, rows: Vec<Row>, notes: Vec<String>, pct: f64, normalization: Normalization, samples: (u64, u64)) -> TestDiff {
+    let regressions = gated_rows(&rows).filter(|r| fails_gate(r, pct)).map(|r| gate_finding(r, pct)).collect();
     let mut top: Vec<Row> = rows
         .iter()
         .filter(|r| r.significance == Significance::Beyond && !matches!(r.section, Section::Load | Section::Cpu))

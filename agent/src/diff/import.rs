@@ -8,13 +8,23 @@
 //! | attach output folder | a folder with `profile.json` or `profile.json.gz` (a bench test's folder too) | one unnamed test; requests from its `ranking.json` (`requests`) or the profile's wire capture |
 //! | `profile.json` | JSON with `"format": "profiler-profile"` (gzip-compressed too) | as an attach folder |
 //! | pprof | gzip-compressed or plain `perftools.profiles.Profile` protobuf (google/pprof `proto/profile.proto`, decoded with the `pprof` crate's prost types) | on-CPU stacks; sample value `samples` (else the default sample type, else the first); frequency from a `cpu/nanoseconds` period |
-//! | `perf script` text | inferno's perf collapser says it applies (an event line followed by a stack line) | stacks folded by `inferno::collapse::perf` (comm first), one sample per event (the period column is dropped: inferno would weigh by it) |
-//! | folded stacks | every non-empty line is `frame;frame;... COUNT` | stacks as written (first element included as a frame) |
+//! | `perf script` text | inferno's perf collapser says it applies (an event line followed by a stack line); every other line must be one it parses (it would skip it with a warning) | stacks folded by `inferno::collapse::perf` (comm first), one sample per event (the period column is dropped: inferno would weigh by it) |
+//! | folded stacks | text whose every non-blank line is `frame;frame;... COUNT`: UTF-8, every frame named | stacks as written (first element included as a frame) |
+//!
+//! Text is told from pprof by its first 4,096 characters (no control characters but line
+//! breaks and tabs); see [`from_bytes`].
 //!
 //! Every input becomes a [`Profile`], so one code path ranks and compares them. Frames named
 //! `..._[k]` become kernel frames and `..._[i]` inlined frames (the folded-stack conventions of
 //! [`crate::profile::folded`]), so a folded file written by `profiler` reads back to the same
 //! names. Files are read whole, at most [`MAX_INPUT_BYTES`] (gzip: decompressed).
+//!
+//! Numbers are checked on import, and an input that fails is refused with one line naming
+//! the file and the field ([`ImportError::Invalid`]): totals of counts summed with
+//! `checked_add` up to [`MAX_TOTAL`], counts the run could not have made
+//! ([`check_counts`]), sampling frequencies from 1 to [`MAX_FREQUENCY_HZ`], schema versions
+//! from 1, and the wrk figures of `results.json` (throughput, requests, latency, CPU time)
+//! within the bounds documented on [`MAX_REQ_PER_S`] and [`MAX_LATENCY_US`].
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -24,6 +34,48 @@ use crate::profile::{self, Frame, FrameKind, Profile, Stack, StackCount};
 
 /// Largest input read (after gzip decompression), bytes: 1 GiB.
 pub const MAX_INPUT_BYTES: u64 = 1 << 30;
+
+/// Largest total of any count in one profile (on-CPU samples, off-CPU waits, syscalls, HTTP
+/// requests, database round trips, statement executions), summed with `checked_add`: 2^53.
+/// The figures of a diff are computed in `f64`, exact for whole numbers up to 2^53; and no
+/// profile comes near it: 1,024 CPUs sampled at [`MAX_FREQUENCY_HZ`] for a day are 8.8e13
+/// samples. Every sum the comparison and the ranking make is over a part of one of these
+/// totals, so none of them can wrap. (Nanosecond totals, off-CPU and syscall time, must only
+/// fit in a `u64`: 2^53 ns is 104 days, which a thousand waiting threads pass in three hours.)
+pub const MAX_TOTAL: u64 = 1 << 53;
+
+/// Highest sampling frequency a profile may record, Hz: 1 MHz, a sample every microsecond.
+/// The kernel caps perf sampling at `kernel.perf_event_max_sample_rate` (100 kHz by default);
+/// beyond 1 MHz the sampling interrupts alone would take the CPU. `profile.json` files must
+/// record a frequency from 1 to this (imported stacks without one are compared per sample).
+pub const MAX_FREQUENCY_HZ: u64 = 1_000_000;
+
+/// On-CPU samples a profile may hold per CPU, per second, per Hz of its frequency: 2. Each
+/// CPU is sampled at most once per period; twice that leaves room for the run's edges.
+pub const MAX_SAMPLES_PER_PERIOD: f64 = 2.0;
+
+/// Most events (syscalls, off-CPU waits, HTTP requests, database round trips) a profile may
+/// count per CPU-second of its run: 1e8, one every 10 ns. Each of them is or needs a
+/// syscall, and the cheapest syscall costs some 50-100 ns on current x86 (kernel entry and
+/// exit alone), so no run comes within 5x of this.
+pub const MAX_EVENTS_PER_CPU_SECOND: f64 = 1e8;
+
+/// Highest throughput a `results.json` run may report, req/s: 1e8. The fastest HTTP servers
+/// answer a few million requests per second on one machine (pipelined plaintext in
+/// TechEmpower's benchmarks, about 7 million), and a bench here does a few thousand: 1e8 is
+/// over 10x beyond anything wrk can measure.
+pub const MAX_REQ_PER_S: f64 = 1e8;
+
+/// Longest latency a `results.json` run may report, µs: one hour. wrk counts a request slower
+/// than its `--timeout` (2 s by default) as a timeout, and a bench run lasts seconds to
+/// minutes.
+pub const MAX_LATENCY_US: f64 = 3.6e9;
+
+/// Largest factor from the syscall counts seen in windows to the run's
+/// ([`profile::Meta::syscall_scale`]): 1,000. The agent attaches the counters for 1-100% of
+/// each second (`--syscalls-duty`), a factor of at most about 100; ten times that allows for
+/// a short run's edges.
+pub const MAX_SYSCALL_SCALE: f64 = 1000.0;
 
 /// What kind of input a side was read from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -104,20 +156,23 @@ pub struct Side {
     pub tests: Vec<TestSide>,
 }
 
-/// Why a side could not be read. Every message is one line naming the path.
+/// Why a side could not be read. Every message is one line naming the path, complete in
+/// itself: no variant has a [`std::error::Error::source`], so printing the chain (`{:#}`)
+/// does not repeat a cause already written into the message.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
     /// The path could not be read.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The path.
         path: PathBuf,
         /// The OS error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
-    /// A `profile.json` the profile reader refused (wrong kind, future schema, invalid).
-    #[error("{0}")]
-    Profile(#[from] profile::json::JsonError),
+    /// A `profile.json` the profile reader refused (wrong kind, future schema, invalid): its
+    /// message with its causes (the parser's line and column).
+    #[error("{}", one_line(.0))]
+    Profile(profile::json::JsonError),
     /// Not an input `profiler diff` reads.
     #[error("{}: {what}", path.display())]
     WrongKind {
@@ -138,14 +193,16 @@ pub enum ImportError {
         /// The newest version this profiler reads.
         supported: u64,
     },
-    /// The right kind of file, but its content is broken.
+    /// The right kind of file, but its content is broken or implausible (a count or figure
+    /// out of range: see [`MAX_TOTAL`] and the other bounds of this module).
     #[error("{}: invalid {file}: {detail}", path.display())]
     Invalid {
         /// The path.
         path: PathBuf,
         /// The file kind.
         file: &'static str,
-        /// What is wrong.
+        /// What is wrong, naming the field (`on_cpu[3].count`, `tests[0].runs[1].wrk.requests`)
+        /// or the line.
         detail: String,
     },
     /// A profile without any on-CPU sample.
@@ -156,13 +213,35 @@ pub enum ImportError {
     },
 }
 
+impl From<profile::json::JsonError> for ImportError {
+    fn from(e: profile::json::JsonError) -> Self {
+        ImportError::Profile(e)
+    }
+}
+
+/// `err` and its sources joined by `: ` (a [`profile::json::JsonError`] keeps the parser's
+/// message in its source).
+fn one_line(err: &dyn std::error::Error) -> String {
+    let mut line = err.to_string();
+    let mut cause = err.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        cause = c.source();
+    }
+    line.replace(['\n', '\r'], " ")
+}
+
 /// Reads one side of a diff from `path` (see the [module docs](self) for what is accepted).
 ///
 /// # Errors
 /// [`ImportError`] with one line naming the file: unreadable, not a supported kind, a schema
 /// from the future, invalid content, or a profile with no on-CPU sample.
 pub fn load(path: &Path) -> Result<Side, ImportError> {
-    let io = |source| ImportError::Io { path: path.to_path_buf(), source };
+    let io = |error| ImportError::Io { path: path.to_path_buf(), error };
     let meta = std::fs::metadata(path).map_err(io)?;
     if meta.is_dir() {
         if path.join("results.json").is_file() {
@@ -185,7 +264,7 @@ pub fn load(path: &Path) -> Result<Side, ImportError> {
 
 /// Reads a file, gunzipping it when it starts with the gzip magic, up to [`MAX_INPUT_BYTES`].
 fn read_bounded(path: &Path) -> Result<Vec<u8>, ImportError> {
-    let io = |source| ImportError::Io { path: path.to_path_buf(), source };
+    let io = |error| ImportError::Io { path: path.to_path_buf(), error };
     let mut raw = Vec::new();
     std::fs::File::open(path).map_err(io)?.take(MAX_INPUT_BYTES + 1).read_to_end(&mut raw).map_err(io)?;
     if raw.len() as u64 > MAX_INPUT_BYTES {
@@ -213,24 +292,53 @@ fn gunzip_if_gzip(raw: &[u8], path: &Path) -> Result<Vec<u8>, ImportError> {
 /// Reads one side from the bytes of a single file (`path` only names it in errors): a
 /// `profile.json`, pprof, `perf script` text or folded stacks, gzip-compressed or not.
 ///
+/// Which: JSON when the first non-blank byte is `{` or `[` (unless it does not parse as JSON
+/// and its first line is a folded stack, such as `[unknown];main 3`); text (`perf script` or
+/// folded stacks) when the start of the file is text; pprof otherwise. A text file with a line
+/// that is not UTF-8 is still read as text (and refused naming that line), unless the whole
+/// file decodes as a pprof protobuf.
+///
 /// # Errors
 /// See [`load`].
 pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Side, ImportError> {
     let bytes = gunzip_if_gzip(bytes, path)?;
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace()).copied();
+    let lossy = String::from_utf8_lossy(&bytes);
+    let text_start = looks_like_text(&lossy);
     let (kind, profile) = match first {
         None => return Err(ImportError::Empty { path: path.to_path_buf() }),
-        Some(b'{') | Some(b'[') => (InputKind::ProfileJson, json_profile(&bytes, path)?),
-        _ => match std::str::from_utf8(&bytes) {
-            Ok(text) if looks_like_text(text) => text_profile(text, path)?,
-            _ => (InputKind::Pprof, pprof_profile(&bytes, path)?),
-        },
+        Some(b'{') | Some(b'[') => {
+            if text_start && first_line_is_folded(&lossy) && serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_err() {
+                text_profile(&bytes, path)?
+            } else {
+                (InputKind::ProfileJson, json_profile(&bytes, path)?)
+            }
+        }
+        _ if text_start && (std::str::from_utf8(&bytes).is_ok() || !is_pprof(&bytes)) => text_profile(&bytes, path)?,
+        _ => (InputKind::Pprof, pprof_profile(&bytes, path)?),
     };
     single(path, kind, profile, None, None)
 }
 
+/// True when the first 4,096 characters hold no control character but line breaks and tabs
+/// (a protobuf has them in its first bytes: field tags and lengths).
 fn looks_like_text(text: &str) -> bool {
     !text.chars().take(4096).any(|c| c.is_control() && !c.is_whitespace())
+}
+
+/// True when the first non-blank line ends in ` COUNT`, as a folded stack does.
+fn first_line_is_folded(text: &str) -> bool {
+    text.lines()
+        .map(str::trim_end)
+        .find(|l| !l.is_empty())
+        .and_then(|l| l.rsplit_once(' '))
+        .is_some_and(|(stack, count)| !stack.trim().is_empty() && !count.is_empty() && count.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// True when `bytes` decode as a pprof protobuf with a string table and a sample type.
+fn is_pprof(bytes: &[u8]) -> bool {
+    use pprof::protos::Message;
+    pprof::protos::Profile::decode(bytes).is_ok_and(|p| p.string_table.first().is_some_and(String::is_empty) && !p.sample_type.is_empty())
 }
 
 fn json_profile(bytes: &[u8], path: &Path) -> Result<Profile, ImportError> {
@@ -249,67 +357,249 @@ fn json_profile(bytes: &[u8], path: &Path) -> Result<Profile, ImportError> {
             });
         }
     }
-    Ok(profile::json::from_slice(bytes, path)?)
+    let profile = profile::json::from_slice(bytes, path)?;
+    if profile.schema_version == 0 {
+        return Err(ImportError::Invalid {
+            path: path.to_path_buf(),
+            file: "profile.json",
+            detail: "schema_version 0: profile.json versions start at 1".into(),
+        });
+    }
+    Ok(profile)
 }
 
-fn text_profile(text: &str, path: &Path) -> Result<(InputKind, Profile), ImportError> {
+/// `perf script` text or folded stacks. `perf script` is recognized by inferno's perf
+/// collapser (an event line followed by a stack line) on the text decoded lossily (perf
+/// writes command names as the kernel has them, in any encoding); folded stacks must be UTF-8.
+fn text_profile(bytes: &[u8], path: &Path) -> Result<(InputKind, Profile), ImportError> {
     use inferno::collapse::Collapse;
+    let text = String::from_utf8_lossy(bytes);
     let mut options = inferno::collapse::perf::Options::default();
     options.nthreads = 1;
     // `_[k]` on kernel frames, the folded-stack convention this reader turns into kernel frames.
     options.annotate_kernel = true;
     let mut perf = inferno::collapse::perf::Folder::from(options);
-    if perf.is_applicable(text) == Some(true) {
-        // inferno weighs each event by its period column (ns for cpu-clock); without it each
-        // event counts 1, so that the weights are samples as in every other input.
-        let period = regex::Regex::new(r"^(\S.*?\d+\.\d+:)\s+\d+\s+(\S+:)").expect("static regex");
-        let text: String = text
-            .lines()
-            .map(|l| if l.starts_with('\t') { std::borrow::Cow::Borrowed(l) } else { period.replace(l, "$1 $2") })
-            .fold(String::with_capacity(text.len()), |mut acc, l| {
-                acc.push_str(&l);
-                acc.push('\n');
-                acc
-            });
-        let mut folded = Vec::new();
-        perf.collapse(text.as_bytes(), &mut folded).map_err(|e| ImportError::Invalid {
-            path: path.to_path_buf(),
-            file: "perf script output",
-            detail: e.to_string(),
-        })?;
-        let folded = String::from_utf8_lossy(&folded);
-        return Ok((InputKind::PerfScript, folded_profile(&folded, path, "perf script output")?));
+    if perf.is_applicable(&text) != Some(true) {
+        return Ok((InputKind::Folded, folded_profile(bytes, path, Folded::File)?));
     }
-    Ok((InputKind::Folded, folded_profile(text, path, "folded stacks")?))
+    let invalid = |detail: String| ImportError::Invalid { path: path.to_path_buf(), file: "perf script output", detail };
+    // inferno weighs each event by its period column (ns for cpu-clock); without it each
+    // event counts 1, so that the weights are samples as in every other input. These lines
+    // (escaped, see escape_non_ascii) are what inferno reads, line for line.
+    let period = regex::Regex::new(r"^(\S.*?\d+\.\d+:)\s+\d+\s+(\S+:)").expect("static regex");
+    let escaped = escape_non_ascii(&text);
+    let lines: Vec<std::borrow::Cow<'_, str>> =
+        escaped.lines().map(|l| if l.starts_with('\t') { std::borrow::Cow::Borrowed(l) } else { period.replace(l, "$1 $2") }).collect();
+    // inferno skips a line it cannot parse with a warning on stderr and goes on: a file with
+    // such lines is refused here instead, before inferno sees it.
+    let weird = perf_weird_lines(lines.iter().map(|l| l.as_ref()));
+    if let Some(&line) = weird.first() {
+        let more = match weird.len() {
+            1 => String::new(),
+            2 => " (and 1 more line like it)".to_string(),
+            n => format!(" (and {} more lines like it)", n - 1),
+        };
+        let content = text.lines().nth(line - 1).unwrap_or("").trim_end();
+        return Err(invalid(format!(
+            "line {line}: `{}` is neither an event line (`COMMAND PID TIME: EVENT:`) nor a stack line (`ADDRESS SYMBOL (MODULE)`){more}",
+            shown(content, 60)
+        )));
+    }
+    // Lines before the first event are left out: inferno asserts that the first stack it
+    // reads names the event type, and panics when a blank line comes first.
+    let mut text = String::with_capacity(escaped.len());
+    for l in lines.iter().skip_while(|l| l.starts_with('#') || l.trim().is_empty()) {
+        text.push_str(l);
+        text.push('\n');
+    }
+    let mut folded = Vec::new();
+    perf.collapse(text.as_bytes(), &mut folded).map_err(|e| invalid(e.to_string()))?;
+    Ok((InputKind::PerfScript, folded_profile(&folded, path, Folded::FromPerf)?))
+}
+
+/// Lines of `perf script` text that inferno's perf collapser would skip with a "Weird event
+/// line" or "Weird stack line" warning, by number from 1. Follows the
+/// collapser's reading: `#` comments and blank lines between events; the first line of an
+/// event is its event line (a word after the first that is a number, or `PID/TID`, followed by
+/// a space, then `TIME: EVENT:`; without the colon inferno takes no event type, and panics
+/// when that is the first event), which may carry a one-frame stack after the event name; the
+/// following lines are stack lines (`ADDRESS SYMBOL (MODULE)`, the module in parentheses).
+/// After a line that is no event line, the next line is read as an event line again. `lines`
+/// are the lines inferno reads (without their period column).
+fn perf_weird_lines<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<usize> {
+    let mut weird = Vec::new();
+    let mut in_event = false;
+    for (i, line) in lines.enumerate() {
+        if line.starts_with('#') {
+            continue;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            in_event = false;
+        } else if in_event {
+            if !perf_stack_line(line) {
+                weird.push(i + 1);
+            }
+        } else if let Some(end) = perf_event_line_end(line).filter(|&end| line[end..].contains(':')) {
+            // An event line with its (one-frame) stack after `EVENT:` ends the event.
+            let after_event = line[end..].splitn(3, ':').nth(2).unwrap_or("");
+            let after_event = after_event.find([':', ' ']).map_or(after_event, |i| &after_event[i + 1..]).trim();
+            in_event = after_event.is_empty();
+            if !in_event && !perf_stack_line(after_event) {
+                weird.push(i + 1);
+            }
+        } else {
+            weird.push(i + 1);
+        }
+    }
+    weird
+}
+
+/// `text` with every non-ASCII character and `\` written as `\u{HEX}` ([`unescape_non_ascii`]
+/// undoes it). inferno's perf collapser slices a symbol's last 17 bytes (its check for a Rust
+/// hash) and panics when they start inside a multi-byte character (`serde_jsoé::de::from_slice`);
+/// in ASCII every byte is a character.
+fn escape_non_ascii(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.bytes().all(|b| b.is_ascii() && b != b'\\') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + text.len() / 8);
+    for c in text.chars() {
+        if c.is_ascii() && c != '\\' {
+            out.push(c);
+        } else {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Undoes [`escape_non_ascii`] in a frame name inferno wrote.
+fn unescape_non_ascii(name: &str) -> std::borrow::Cow<'_, str> {
+    if !name.contains('\\') {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    let mut out = String::with_capacity(name.len());
+    let mut rest = name;
+    while let Some(i) = rest.find('\\') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i..];
+        let decoded = after
+            .strip_prefix("\\u{")
+            .and_then(|a| a.split_once('}'))
+            .and_then(|(hex, tail)| u32::from_str_radix(hex, 16).ok().and_then(char::from_u32).map(|c| (c, tail)));
+        match decoded {
+            Some((c, tail)) => {
+                out.push(c);
+                rest = tail;
+            }
+            None => {
+                out.push('\\');
+                rest = &after[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}
+
+/// Where the `PID` (or `PID/TID`) word of a `perf script` event line ends (after its space),
+/// when the line is one: a word other than the first, of digits and `/`, followed by a space.
+fn perf_event_line_end(line: &str) -> Option<usize> {
+    let mut offset = 0;
+    let words: Vec<&str> = line.split(' ').collect();
+    for (i, w) in words.iter().enumerate() {
+        let end = offset + w.len();
+        if i > 0 && i + 1 < words.len() && !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit() || b == b'/') {
+            return Some(end + 1);
+        }
+        offset = end + 1;
+    }
+    None
+}
+
+/// True when `line` is a `perf script` stack line: `ADDRESS SYMBOL (MODULE)`.
+fn perf_stack_line(line: &str) -> bool {
+    let Some((_, rest)) = line.trim_start().split_once(' ') else { return false };
+    let Some((_, module)) = rest.rsplit_once(' ') else { return false };
+    module.len() >= 2 && module.starts_with('(') && module.ends_with(')')
+}
+
+/// Where folded stacks come from, for the wording of errors.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Folded {
+    /// A folded-stacks file: its line numbers are the user's.
+    File,
+    /// inferno's collapse of `perf script` text: a line is a collapsed stack.
+    FromPerf,
 }
 
 /// Parses folded stacks (`a;b;c 12` per line) into a profile: one on-CPU [`StackCount`] per
-/// line, frames root first, no thread name.
-fn folded_profile(text: &str, path: &Path, what: &'static str) -> Result<Profile, ImportError> {
+/// line, frames root first, no thread name. Blank lines are skipped; a line that is not UTF-8,
+/// has no count, an empty frame name (`a;;b 3`, `;;; 12`) or takes the sum of the counts past
+/// [`MAX_TOTAL`] is refused with its number.
+fn folded_profile(bytes: &[u8], path: &Path, from: Folded) -> Result<Profile, ImportError> {
     let mut builder = Builder::default();
-    for (i, line) in text.lines().enumerate() {
+    let mut total: u64 = 0;
+    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        let n = i + 1;
+        // Before the first stack, a bad line may mean the file is of another kind; after it,
+        // the file is folded stacks with a bad line.
+        let bad = |detail: String| match from {
+            Folded::File if builder.profile.on_cpu.is_empty() => {
+                ImportError::WrongKind { path: path.to_path_buf(), what: format!("not profile.json, pprof, perf script or folded stacks: line {n}: {detail}") }
+            }
+            Folded::File => ImportError::Invalid { path: path.to_path_buf(), file: "folded stacks", detail: format!("line {n}: {detail}") },
+            Folded::FromPerf => ImportError::Invalid { path: path.to_path_buf(), file: "perf script output", detail: format!("collapsed stack {n}: {detail}") },
+        };
+        let line = match std::str::from_utf8(line) {
+            Ok(l) => l,
+            Err(e) => {
+                let at = e.valid_up_to();
+                return Err(bad(format!("not UTF-8 text (byte 0x{:02x} at column {})", line[at], at + 1)));
+            }
+        };
         let line = line.trim_end();
-        if line.is_empty() {
+        if line.trim_start().is_empty() {
             continue;
         }
-        let bad = |detail: String| ImportError::WrongKind {
-            path: path.to_path_buf(),
-            what: format!("not profile.json, pprof, perf script or {what}: line {}: {detail}", i + 1),
-        };
-        let (stack, count) = line.rsplit_once(' ').ok_or_else(|| bad("no `stack count` pair".into()))?;
-        let count: u64 = count.parse().map_err(|_| bad(format!("`{}` is not a sample count", cut(count, 40))))?;
+        let (stack, count) = line.rsplit_once(' ').ok_or_else(|| bad(format!("`{}` is no `stack count` pair", shown(line, 40))))?;
+        let count: u64 = count.parse().map_err(|_| bad(format!("`{}` is not a sample count", shown(count, 40))))?;
         let stack = stack.trim_end();
         if stack.is_empty() {
             return Err(bad("empty stack".into()));
         }
-        let frames: Vec<Frame> = stack.split(';').map(frame_from_folded).collect();
+        let names: Vec<&str> = stack.split(';').collect();
+        if let Some(k) = names.iter().position(|f| f.trim().is_empty()) {
+            return Err(bad(format!("frame {} of `{}` has no name", k + 1, shown(stack, 60))));
+        }
+        total = total
+            .checked_add(count)
+            .filter(|&t| t <= MAX_TOTAL)
+            .ok_or_else(|| bad(format!("sample count {count} takes the file's total past {MAX_TOTAL} (2^53), more than any profile holds")))?;
+        let frames = match from {
+            Folded::File => names.into_iter().map(frame_from_folded).collect(),
+            Folded::FromPerf => names.into_iter().map(|n| frame_from_folded(&unescape_non_ascii(n))).collect(),
+        };
         builder.add(frames, String::new(), count);
     }
     Ok(builder.finish())
 }
 
-fn cut(s: &str, n: usize) -> String {
-    s.chars().take(n).collect()
+/// `s` cut to `n` characters, control characters escaped (an error message stays one line).
+fn shown(s: &str, n: usize) -> String {
+    let mut out = String::new();
+    for c in s.chars().take(n) {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    if s.chars().count() > n {
+        out.push('…');
+    }
+    out
 }
 
 fn frame_from_folded(name: &str) -> Frame {
@@ -386,13 +676,17 @@ fn pprof_profile(bytes: &[u8], path: &Path) -> Result<Profile, ImportError> {
     let locations: HashMap<u64, &pprof::protos::Location> = p.location.iter().map(|l| (l.id, l)).collect();
     let label_thread = st.iter().position(|x| x == "thread").map(|i| i as i64);
     let mut builder = Builder::default();
-    for sample in &p.sample {
+    let mut total: u64 = 0;
+    for (i, sample) in p.sample.iter().enumerate() {
         let Some(&value) = sample.value.get(value_index) else {
             return Err(invalid(format!("a sample has {} values for {} sample types", sample.value.len(), p.sample_type.len())));
         };
         if value <= 0 {
             continue;
         }
+        total = total.checked_add(value.unsigned_abs()).filter(|&t| t <= MAX_TOTAL).ok_or_else(|| {
+            invalid(format!("sample[{i}].value[{value_index}] {value} takes the samples' total past {MAX_TOTAL} (2^53), more than any profile holds"))
+        })?;
         let mut frames = Vec::new();
         // location_id is leaf first; a location's lines are innermost first.
         for id in sample.location_id.iter().rev() {
@@ -435,7 +729,11 @@ fn pprof_profile(bytes: &[u8], path: &Path) -> Result<Profile, ImportError> {
     let mut profile = builder.finish();
     let period_is_cpu_ns = p.period_type.as_ref().is_some_and(|t| s(t.ty) == Some("cpu") && s(t.unit) == Some("nanoseconds"));
     if period_is_cpu_ns && p.period > 0 {
-        profile.meta.frequency_hz = (1e9 / p.period as f64).round() as u64;
+        let hz = (1e9 / p.period as f64).round();
+        if !(1.0..=MAX_FREQUENCY_HZ as f64).contains(&hz) {
+            return Err(invalid(format!("period {} ns is a sampling frequency of {hz} Hz, outside 1 to {MAX_FREQUENCY_HZ}", p.period)));
+        }
+        profile.meta.frequency_hz = hz as u64;
     }
     profile.meta.duration_ns = u64::try_from(p.duration_nanos).unwrap_or(0);
     profile.meta.target = p.comment.iter().filter_map(|&c| s(c)).find_map(|c| c.strip_prefix("target: ")).unwrap_or("").to_string();
@@ -454,10 +752,17 @@ fn executables(profile: &Profile) -> Vec<String> {
     v
 }
 
-/// Checks that the profile has on-CPU samples and that every index in it points somewhere
-/// (a hand-edited or corrupted `profile.json` may hold any number).
-fn check_samples(profile: &Profile, path: &Path) -> Result<(), ImportError> {
-    let invalid = |detail: String| ImportError::Invalid { path: path.to_path_buf(), file: "profile", detail };
+/// Checks that the profile has on-CPU samples, that every index in it points somewhere (a
+/// hand-edited or corrupted `profile.json` may hold any number), and that its counts are
+/// plausible ([`check_counts`]).
+fn check_samples(profile: &Profile, path: &Path, kind: InputKind) -> Result<(), ImportError> {
+    let file = match kind {
+        InputKind::Bench | InputKind::Attach | InputKind::ProfileJson => "profile.json",
+        InputKind::Pprof => "pprof profile",
+        InputKind::PerfScript => "perf script output",
+        InputKind::Folded => "folded stacks",
+    };
+    let invalid = |detail: String| ImportError::Invalid { path: path.to_path_buf(), file, detail };
     for (i, stack) in profile.stacks.iter().enumerate() {
         if let Some(&f) = stack.frames.iter().find(|&&f| f as usize >= profile.frames.len()) {
             return Err(invalid(format!("stack {i} refers to frame {f} of {}", profile.frames.len())));
@@ -468,8 +773,124 @@ fn check_samples(profile: &Profile, path: &Path) -> Result<(), ImportError> {
             return Err(invalid(format!("a sample refers to stack {} of {}", c.stack, profile.stacks.len())));
         }
     }
+    check_counts(profile, kind).map_err(invalid)?;
     if profile.on_cpu.iter().all(|c| c.count == 0) {
         return Err(ImportError::Empty { path: path.to_path_buf() });
+    }
+    Ok(())
+}
+
+/// The sum of `counts` (the values of field `field`, `[]` standing for the index), checked:
+/// an error naming the entry at which the sum passed `limit` (or would overflow a `u64`).
+fn checked_total(field: &str, counts: impl IntoIterator<Item = u64>, limit: u64) -> Result<u64, String> {
+    let mut total: u64 = 0;
+    for (i, n) in counts.into_iter().enumerate() {
+        total = match total.checked_add(n) {
+            Some(t) if t <= limit => t,
+            _ => {
+                let at = field.replacen("[]", &format!("[{i}]"), 1);
+                let bound = if limit == MAX_TOTAL { format!("2^53 ({MAX_TOTAL}), more than any profile holds") } else { format!("{limit} (it overflows)") };
+                return Err(format!("{at} = {n}: the sum of {field} passes {bound}"));
+            }
+        };
+    }
+    Ok(total)
+}
+
+/// Checks the counts of a profile read from a `kind` input (an error names the field):
+///
+/// - every total of counts, summed with `checked_add`, is at most [`MAX_TOTAL`]: on-CPU
+///   samples, off-CPU waits, syscall calls, errors and `-EAGAIN` returns, and the wire
+///   capture's HTTP requests (all and by endpoint), round trips, pings and statement
+///   executions; totals of nanoseconds must fit in a `u64`;
+/// - a recorded profile (`profile.json`: bench, attach) has a sampling frequency from 1 to
+///   [`MAX_FREQUENCY_HZ`] Hz (imported stacks may have none: 0);
+/// - when the profile knows its run (`meta.duration_ns` and `meta.cpus` above 0): at most
+///   [`MAX_SAMPLES_PER_PERIOD`] on-CPU samples per CPU and sampling period (plus one at the
+///   start), at most [`MAX_EVENTS_PER_CPU_SECOND`] syscalls, waits, HTTP requests and round
+///   trips per CPU-second, and syscall windows that scale the counts by at most
+///   [`MAX_SYSCALL_SCALE`].
+///
+/// Every sum over counts that the comparison ([`super::compare`]) and the ranking make is
+/// over a part of one of these totals, so none of them can overflow.
+///
+/// # Errors
+/// What is wrong, one line, naming the field (`on_cpu[0].count = 18446744073709551615: ...`).
+pub fn check_counts(profile: &Profile, kind: InputKind) -> Result<(), String> {
+    let recorded = matches!(kind, InputKind::Bench | InputKind::Attach | InputKind::ProfileJson);
+    let meta = &profile.meta;
+    if recorded && !(1..=MAX_FREQUENCY_HZ).contains(&meta.frequency_hz) {
+        return Err(format!("meta.frequency_hz = {} is not a sampling frequency (1 to {MAX_FREQUENCY_HZ} Hz)", meta.frequency_hz));
+    }
+    let samples = checked_total("on_cpu[].count", profile.on_cpu.iter().map(|c| c.count), MAX_TOTAL)?;
+    let waits = checked_total("off_cpu[].count", profile.off_cpu.iter().map(|c| c.count), MAX_TOTAL)?;
+    checked_total("off_cpu[].total_ns", profile.off_cpu.iter().map(|c| c.total_ns), u64::MAX)?;
+    let calls = checked_total("syscalls[].count", profile.syscalls.iter().map(|s| s.count), MAX_TOTAL)?;
+    checked_total("syscalls[].errors", profile.syscalls.iter().map(|s| s.errors), MAX_TOTAL)?;
+    checked_total("syscalls[].eagain", profile.syscalls.iter().map(|s| s.eagain), MAX_TOTAL)?;
+    checked_total("syscalls[].total_ns", profile.syscalls.iter().map(|s| s.total_ns), u64::MAX)?;
+    let mut events = vec![("syscalls[].count", calls, "syscalls"), ("off_cpu[].count", waits, "off-CPU waits")];
+    if let Some(w) = &profile.wire {
+        let requests = checked_total("wire.http.requests", [w.http.requests], MAX_TOTAL)?;
+        checked_total("wire.http.endpoints[].requests", w.http.endpoints.iter().map(|e| e.requests), MAX_TOTAL)?;
+        checked_total("wire.http.endpoints[].latency_total_ns", w.http.endpoints.iter().map(|e| e.latency_total_ns), u64::MAX)?;
+        let round_trips = checked_total("wire.pg.round_trips", [w.pg.round_trips], MAX_TOTAL)?;
+        checked_total("wire.pg.pings", [w.pg.pings], MAX_TOTAL)?;
+        let statements = &w.pg.statements;
+        let by_statement = checked_total("wire.pg.statements[].round_trips", statements.iter().map(|s| s.round_trips), MAX_TOTAL)?;
+        checked_total("wire.pg.statements[].executions", statements.iter().map(|s| s.executions), MAX_TOTAL)?;
+        checked_total("wire.pg.statements[].prepares", statements.iter().map(|s| s.prepares), MAX_TOTAL)?;
+        checked_total("wire.pg.statements[].latency_total_ns", statements.iter().map(|s| s.latency_total_ns), u64::MAX)?;
+        events.extend([
+            ("wire.http.requests", requests, "HTTP requests"),
+            ("wire.pg.round_trips", round_trips, "round trips"),
+            ("wire.pg.statements[].round_trips", by_statement, "round trips"),
+        ]);
+    }
+    if meta.duration_ns == 0 || meta.cpus == 0 {
+        return Ok(());
+    }
+    let seconds = meta.duration_ns as f64 / 1e9;
+    let cpus = f64::from(meta.cpus);
+    let run = format!("{seconds:.3} s on {} CPUs (meta.duration_ns, meta.cpus)", meta.cpus);
+    if meta.frequency_hz > 0 {
+        let most = MAX_SAMPLES_PER_PERIOD * (meta.frequency_hz as f64 * seconds + 1.0) * cpus;
+        if samples as f64 > most {
+            return Err(format!(
+                "on_cpu[].count add up to {samples} samples in {run} at {} Hz: more than the {most:.0} the sampler can take (twice a sample per CPU and period)",
+                meta.frequency_hz
+            ));
+        }
+    }
+    let most = MAX_EVENTS_PER_CPU_SECOND * cpus * seconds;
+    for (field, n, what) in events {
+        if n as f64 > most {
+            return Err(format!("{field} add up to {n} {what} in {run}: more than {MAX_EVENTS_PER_CPU_SECOND:e} a CPU-second, beyond any run"));
+        }
+    }
+    if let Some(w) = &meta.syscall_windows {
+        let scale = meta.syscall_scale();
+        if scale > MAX_SYSCALL_SCALE {
+            return Err(format!(
+                "meta.syscall_windows.traced_ns = {} of a {seconds:.3} s run would scale the syscall counts by {scale:.0}, more than {MAX_SYSCALL_SCALE} (the agent counts 1-100% of each second)",
+                w.traced_ns
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a request count a side got from `source` (`ranking.json`, `wire`, `wrk`) against
+/// its profile's run: at most [`MAX_EVENTS_PER_CPU_SECOND`] per CPU-second (and
+/// [`MAX_TOTAL`]).
+fn check_requests(requests: u64, source: &str, profile: &Profile) -> Result<(), String> {
+    let (seconds, cpus) = (profile.meta.duration_ns as f64 / 1e9, f64::from(profile.meta.cpus));
+    let most = if seconds > 0.0 && cpus > 0.0 { (MAX_EVENTS_PER_CPU_SECOND * cpus * seconds).min(MAX_TOTAL as f64) } else { MAX_TOTAL as f64 };
+    if requests as f64 > most {
+        return Err(format!(
+            "{requests} requests ({source}) over a profile of {seconds:.3} s on {} CPUs: more than {MAX_EVENTS_PER_CPU_SECOND:e} a CPU-second, beyond any run",
+            profile.meta.cpus
+        ));
     }
     Ok(())
 }
@@ -481,12 +902,16 @@ fn single(
     requests: Option<u64>,
     requests_source: Option<&'static str>,
 ) -> Result<Side, ImportError> {
-    check_samples(&profile, path)?;
+    check_samples(&profile, path, kind)?;
     let (requests, requests_source) = match (requests, profile.wire.as_ref().map(|w| w.http.requests).filter(|&r| r > 0)) {
         (Some(r), _) => (Some(r), requests_source),
         (None, Some(r)) => (Some(r), Some("wire")),
         _ => (None, None),
     };
+    if let Some(r) = requests {
+        check_requests(r, requests_source.unwrap_or("?"), &profile)
+            .map_err(|detail| ImportError::Invalid { path: path.to_path_buf(), file: "request count", detail })?;
+    }
     let target = if profile.meta.target.is_empty() {
         path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
     } else {
@@ -508,12 +933,15 @@ fn ranking_requests(dir: &Path) -> Result<Option<u64>, ImportError> {
     if !path.is_file() {
         return Ok(None);
     }
-    let bytes = std::fs::read(&path).map_err(|source| ImportError::Io { path: path.clone(), source })?;
+    let bytes = std::fs::read(&path).map_err(|error| ImportError::Io { path: path.clone(), error })?;
     let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| ImportError::Invalid { path: path.clone(), file: "ranking.json", detail: e.to_string() })?;
     if let Some(found) = v.get("schema_version").and_then(|x| x.as_u64()) {
         let supported = u64::from(crate::attribute::ranking::RANKING_SCHEMA_VERSION);
         if found > supported {
             return Err(ImportError::FutureVersion { path, file: "ranking.json", found, supported });
+        }
+        if found == 0 {
+            return Err(ImportError::Invalid { path, file: "ranking.json", detail: "schema_version 0: ranking.json versions start at 1".into() });
         }
     }
     Ok(v.get("requests").and_then(|r| r.as_u64()).filter(|&r| r > 0))
@@ -554,11 +982,23 @@ fn load_bench(dir: &Path) -> Result<Side, ImportError> {
         if found > supported {
             return Err(ImportError::FutureVersion { path, file: "results.json", found, supported });
         }
+        if found == 0 {
+            return Err(ImportError::Invalid { path, file: "results.json", detail: "schema_version 0: results.json versions start at 1".into() });
+        }
     }
     let results: BenchResults =
         serde_json::from_value(value).map_err(|e| ImportError::Invalid { path: path.clone(), file: "results.json", detail: e.to_string() })?;
     if results.tests.is_empty() {
         return Err(ImportError::Invalid { path, file: "results.json", detail: "no test was measured".into() });
+    }
+    let invalid_results = |detail: String| ImportError::Invalid { path: path.clone(), file: "results.json", detail };
+    for (i, t) in results.tests.iter().enumerate() {
+        for (j, r) in t.runs.iter().enumerate() {
+            check_run(r, &format!("tests[{i}].runs[{j}]"), results.cpus).map_err(invalid_results)?;
+        }
+        if let Some(p) = &t.profiled {
+            check_run(&p.run, &format!("tests[{i}].profiled.run"), results.cpus).map_err(invalid_results)?;
+        }
     }
     let mut tests = Vec::new();
     let mut target = String::new();
@@ -577,9 +1017,17 @@ fn load_bench(dir: &Path) -> Result<Side, ImportError> {
         let (profile, requests) = match &t.profiled {
             Some(p) => {
                 let ppath = profile_in(&dir.join(&p.dir));
+                if !ppath.is_file() {
+                    return Err(invalid_results(format!(
+                        "test {} was profiled into {}, but {} has no profile.json or profile.json.gz",
+                        t.test.name(),
+                        p.dir,
+                        dir.join(&p.dir).display()
+                    )));
+                }
                 let bytes = read_bounded(&ppath)?;
                 let profile = json_profile(&bytes, &ppath)?;
-                check_samples(&profile, &ppath)?;
+                check_samples(&profile, &ppath, InputKind::Bench)?;
                 if target.is_empty() {
                     target = profile.meta.target.clone();
                 }
@@ -595,6 +1043,10 @@ fn load_bench(dir: &Path) -> Result<Side, ImportError> {
                     (None, Some(r)) => (Some(r), Some("wire")),
                     (None, None) => (Some(p.run.wrk.requests).filter(|&r| r > 0), Some("wrk")),
                 };
+                if let (Some(r), Some(source)) = requests {
+                    check_requests(r, source, &profile)
+                        .map_err(|detail| ImportError::Invalid { path: ppath.clone(), file: "request count", detail })?;
+                }
                 (Some(profile), requests)
             }
             None => (None, (None, None)),
@@ -615,4 +1067,60 @@ fn load_bench(dir: &Path) -> Result<Side, ImportError> {
         target = format!("bench app {}", results.settings.name);
     }
     Ok(Side { path: dir.to_path_buf(), kind: InputKind::Bench, target, executables: exes, costs: Some(results.settings.costs.clone()), tests })
+}
+
+/// Checks the figures of one wrk run of a `results.json` (`field` names it,
+/// `tests[0].runs[1]`) on a machine of `cpus` CPUs:
+///
+/// - `wrk.req_per_s` finite, from 0 to [`MAX_REQ_PER_S`];
+/// - `wrk.requests` over `wrk.duration_us` at most [`MAX_REQ_PER_S`] (a run with requests
+///   has a duration);
+/// - `wrk.latency.p50_us` and `p99_us` at most [`MAX_LATENCY_US`], p50 not above p99;
+/// - `app.cpu_ns` at most twice what `cpus` CPUs give over the run plus a second (the app's
+///   `/proc` CPU time is read around the run, not exactly over it).
+///
+/// # Errors
+/// What is wrong, naming the field.
+fn check_run(run: &bench::results::RunResult, field: &str, cpus: u32) -> Result<(), String> {
+    let wrk = &run.wrk;
+    if !(wrk.req_per_s.is_finite() && (0.0..=MAX_REQ_PER_S).contains(&wrk.req_per_s)) {
+        return Err(format!("{field}.wrk.req_per_s = {} is not a throughput (0 to {MAX_REQ_PER_S:e} req/s)", number(wrk.req_per_s)));
+    }
+    let seconds = wrk.duration_us as f64 / 1e6;
+    if wrk.requests > 0 {
+        let rate = wrk.requests as f64 / seconds;
+        if wrk.duration_us == 0 || rate > MAX_REQ_PER_S {
+            return Err(format!(
+                "{field}.wrk.requests = {} in {seconds} s ({field}.wrk.duration_us) is {rate:.2e} req/s, more than {MAX_REQ_PER_S:e}",
+                wrk.requests
+            ));
+        }
+    }
+    let latency = &wrk.latency;
+    for (name, us) in [("p50_us", latency.p50_us), ("p99_us", latency.p99_us)] {
+        if us as f64 > MAX_LATENCY_US {
+            return Err(format!("{field}.wrk.latency.{name} = {us} is more than an hour ({MAX_LATENCY_US:e} µs)"));
+        }
+    }
+    if latency.p50_us > latency.p99_us {
+        return Err(format!("{field}.wrk.latency.p50_us = {} is above p99_us = {}", latency.p50_us, latency.p99_us));
+    }
+    let most_ns = 2.0 * f64::from(cpus.max(1)) * (seconds + 1.0) * 1e9;
+    if run.app.cpu_ns as f64 > most_ns {
+        return Err(format!(
+            "{field}.app.cpu_ns = {} is more than twice what {} CPUs give in a run of {seconds} s and a second",
+            run.app.cpu_ns,
+            cpus.max(1)
+        ));
+    }
+    Ok(())
+}
+
+/// `x` for a message: plain up to 1e9, else in scientific notation (`1e308`, not 309 digits).
+fn number(x: f64) -> String {
+    if x.is_finite() && x.abs() < 1e9 {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
+    }
 }

@@ -8,7 +8,7 @@
 
 use std::fmt::Write as _;
 
-use super::compare::{Diff, Normalization, Row, Section, Significance, TestDiff};
+use super::compare::{self, Diff, Normalization, Row, Section, Significance, TestDiff, Verdict};
 
 /// Longest text written, characters (GitHub comments hold at most 65,536).
 pub const MAX_CHARS: usize = 60_000;
@@ -90,7 +90,18 @@ fn table(s: &mut String, first: &str, rows: &[&Row], unit_in_header: Option<&str
     }
     if rows.len() > MAX_ROWS {
         let beyond = rows[MAX_ROWS..].iter().filter(|r| r.significance == Significance::Beyond).count();
-        let _ = writeln!(s, "\n{} more rows in `diff.json` ({beyond} of them beyond noise).", rows.len() - MAX_ROWS);
+        let _ = match &rows[MAX_ROWS..] {
+            [one] => {
+                let words = match one.significance {
+                    Significance::Beyond => "beyond noise",
+                    Significance::WithinNoise => "within noise",
+                    Significance::Unknown => "significance unknown",
+                    Significance::NoChange => "no change",
+                };
+                writeln!(s, "\n1 more row in `diff.json` ({words}).")
+            }
+            more => writeln!(s, "\n{} more rows in `diff.json` ({beyond} of them beyond noise).", more.len()),
+        };
     }
     let _ = writeln!(s);
 }
@@ -107,18 +118,92 @@ fn test_title(t: &TestDiff, diff: &Diff) -> String {
     }
 }
 
+/// Figures named in the headline, at most.
+const MAX_HEADLINE_FIGURES: usize = 6;
+
+/// `figure (+5.7%)` for each row `pick` takes, grouped by test (`... of deals-create`), joined
+/// with commas and a final `and`; at most [`MAX_HEADLINE_FIGURES`] of them.
+fn figures(diff: &Diff, pick: impl Fn(&TestDiff) -> Vec<&Row>) -> String {
+    let mut groups = Vec::new();
+    let mut shown = 0;
+    let mut left = 0;
+    for t in &diff.tests {
+        let rows = pick(t);
+        let mut names = Vec::new();
+        for r in rows {
+            if shown == MAX_HEADLINE_FIGURES {
+                left += 1;
+                continue;
+            }
+            shown += 1;
+            // `app CPU per request (accounted, /proc)` -> `app CPU per request`.
+            let name = r.name.split(" (").next().unwrap_or(&r.name);
+            names.push(match r.delta_pct {
+                Some(p) => format!("{name} ({p:+.1}%)"),
+                None => format!("{name} ({})", signed(r.delta)),
+            });
+        }
+        if names.is_empty() {
+            continue;
+        }
+        let names = and_list(&names);
+        groups.push(if t.name.is_empty() { names } else { format!("{names} of {}", t.name) });
+    }
+    let mut text = groups.join(", ");
+    if left > 0 {
+        let _ = write!(text, " and {left} more");
+    }
+    text
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn and_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [most @ .., last] => format!("{} and {last}", most.join(", ")),
+    }
+}
+
+/// The verdict as `diff.md`'s heading says it (and `profiler diff --out` prints): the
+/// [`Verdict`], and the `--fail-on-regression` gate's outcome when the verdict alone would
+/// not tell it:
+///
+/// - a regression beyond noise within the threshold names the figures that got worse and
+///   says that the threshold (which checks req/s and CPU per request only) was not crossed;
+/// - a failed gate under any other verdict (its figures' noise is unknown: one run per side,
+///   single profiles) names the figures that crossed it and says the check fails.
+pub fn headline(diff: &Diff) -> String {
+    let pct = diff.fail_on_regression_pct;
+    match (diff.verdict, diff.failed) {
+        (Verdict::Regression, false) => {
+            let worse = figures(diff, |t| t.rows.iter().filter(|r| matches!(r.section, Section::Load | Section::Cpu) && r.is_worse()).collect());
+            format!(
+                "regression beyond noise in {worse}; no test crossed the {pct}% `--fail-on-regression` threshold, which checks req/s and CPU per request only"
+            )
+        }
+        (Verdict::Regression, true) => format!("regression beyond the {pct}% `--fail-on-regression` threshold: the check fails"),
+        (verdict, true) => {
+            let crossed = figures(diff, |t| compare::gated_rows(&t.rows).filter(|r| compare::fails_gate(r, pct)).collect());
+            format!(
+                "{}, but {crossed} crossed the {pct}% `--fail-on-regression` threshold with unknown noise, so the check fails",
+                verdict.headline()
+            )
+        }
+        (verdict, false) => verdict.headline().to_string(),
+    }
+}
+
 /// Renders `diff.md`.
 pub fn render(diff: &Diff) -> String {
     let mut s = String::new();
-    let gate = match (diff.verdict, diff.failed) {
-        (super::compare::Verdict::Regression, false) => format!(" (beyond noise, within the {}% threshold)", diff.fail_on_regression_pct),
-        (super::compare::Verdict::Regression, true) => format!(" beyond the {}% threshold", diff.fail_on_regression_pct),
-        _ => String::new(),
-    };
-    let _ = writeln!(s, "## profiler diff: {}{gate}\n", diff.verdict.headline());
+    let _ = writeln!(s, "## profiler diff: {}\n", headline(diff));
     let failing: Vec<(&TestDiff, &String)> = diff.tests.iter().flat_map(|t| t.regressions.iter().map(move |r| (t, r))).collect();
     if failing.is_empty() {
-        let _ = writeln!(s, "No test regressed by more than {}% of req/s or CPU per request.\n", diff.fail_on_regression_pct);
+        // A regression within the threshold says it in the heading.
+        if diff.verdict != Verdict::Regression {
+            let _ = writeln!(s, "No test regressed by more than {}% of req/s or CPU per request.\n", diff.fail_on_regression_pct);
+        }
     } else {
         let _ = writeln!(s, "**Regression beyond {}%** (the check fails):\n", diff.fail_on_regression_pct);
         for (t, r) in &failing {
@@ -195,7 +280,11 @@ fn test_section(s: &mut String, t: &TestDiff, diff: &Diff) {
     let _ = writeln!(
         s,
         "{}; profile: {} / {} on-CPU samples, {} / {} requests; {}.\n",
-        if t.runs == (0, 0) { "no measured runs".to_string() } else { format!("{} measured runs BASE / {} HEAD", t.runs.0, t.runs.1) },
+        match t.runs {
+            (0, 0) => "no measured runs".to_string(),
+            (1, h) => format!("1 measured run BASE / {h} HEAD"),
+            (b, h) => format!("{b} measured runs BASE / {h} HEAD"),
+        },
         t.samples.0,
         t.samples.1,
         reqs(t.requests.0),
@@ -255,5 +344,41 @@ fn test_section(s: &mut String, t: &TestDiff, diff: &Diff) {
     if !grew.is_empty() {
         let _ = writeln!(s, "#### Top frames that grew (self CPU: in the function and the kernel work it called; totals in `diff.json`)\n");
         table(s, "function", &grew, Some(cpu_unit));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str) -> Row {
+        Row {
+            section: Section::Syscalls,
+            name: name.into(),
+            unit: "calls/req".into(),
+            base: 1.0,
+            head: 2.0,
+            delta: 1.0,
+            delta_pct: Some(100.0),
+            noise: Some(5.0),
+            significance: Significance::WithinNoise,
+            higher_is_better: false,
+            counts: Some((1, 2)),
+        }
+    }
+
+    fn rows_after_table(n: usize) -> String {
+        let rows: Vec<Row> = (0..n).map(|i| row(&format!("s{i}"))).collect();
+        let refs: Vec<&Row> = rows.iter().collect();
+        let mut s = String::new();
+        table(&mut s, "syscall", &refs, Some("calls/req"));
+        s.lines().filter(|l| l.contains("diff.json")).collect()
+    }
+
+    #[test]
+    fn rows_left_out_of_a_table_are_counted_in_words() {
+        assert_eq!(rows_after_table(MAX_ROWS), "");
+        assert_eq!(rows_after_table(MAX_ROWS + 1), "1 more row in `diff.json` (within noise).");
+        assert_eq!(rows_after_table(MAX_ROWS + 2), "2 more rows in `diff.json` (0 of them beyond noise).");
     }
 }
