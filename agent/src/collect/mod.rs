@@ -94,6 +94,14 @@ pub enum CollectError {
         #[source]
         source: ProgramError,
     },
+    /// An [`Options`] value out of its range (the CLI checks them first).
+    #[error("{option}: {message}")]
+    InvalidOption {
+        /// The option, as the CLI spells it (`--frequency`).
+        option: &'static str,
+        /// What is wrong with its value.
+        message: String,
+    },
     /// A map was missing or could not be read.
     #[error("map {map}: {message}")]
     Map {
@@ -379,10 +387,7 @@ impl Collector {
             return Err(CollectError::NoBtf);
         }
         if options.frequency_hz == 0 {
-            return Err(CollectError::Unsupported {
-                program: names::PROG_ON_CPU_SAMPLE,
-                source: ProgramError::UnexpectedProgramType,
-            });
+            return Err(CollectError::InvalidOption { option: "--frequency", message: "0 Hz samples nothing; give 1 or more".into() });
         }
         let filter = &target.filter;
         let cpus = aya::util::online_cpus().map_err(|(what, e)| map_error("online cpus", format!("{what}: {e}")))?;

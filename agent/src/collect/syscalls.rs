@@ -59,7 +59,7 @@ impl SyscallTracer {
     /// Loads both programs (verified, not attached). `duty_pct` must be 1..=100.
     pub(super) fn load(filter: &Filter, duty_pct: u32) -> Result<Self, CollectError> {
         if !(1..=100).contains(&duty_pct) {
-            return Err(map_error(names::MAP_SYSCALL_WINDOW, format!("syscall duty {duty_pct}% is not in 1..=100")));
+            return Err(CollectError::InvalidOption { option: "--syscalls-duty", message: format!("{duty_pct}% is not in 1..=100") });
         }
         let mut ebpf = load_object("syscalls", agent_ebpf::SYSCALLS_OBJECT, filter, &[])?;
         for name in [names::PROG_ON_SYS_ENTER, names::PROG_ON_SYS_EXIT] {
