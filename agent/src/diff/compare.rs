@@ -14,7 +14,8 @@
 //!   side, significance is unknown.
 //! - **Profile figures** (one profiled run per side): a count `n` scaled by `k` has the Poisson
 //!   standard error `sqrt(n) k`; a change is called only beyond [`NOISE_Z`] standard errors of
-//!   the difference ([`NOISE_Z_FRAMES`] for frames) plus a relative floor: the larger of [`NOISE_FLOOR`] and the relative
+//!   the difference ([`NOISE_Z_FRAMES`] for frames) plus a relative floor ([`FRAME_NOISE_FLOOR`]
+//!   at least for frames): the larger of [`NOISE_FLOOR`] and the relative
 //!   spread of the measured runs' CPU per request, times the larger value. The floor stands
 //!   for what one run cannot show (load and scheduling shift the mix between two profiled runs
 //!   of the same code; see [`NOISE_FLOOR`]). Profile figures are called only when both sides
@@ -67,6 +68,15 @@ pub const IDLE_SYSCALLS: &[&str] =
 /// 4,999 Hz); with this floor on top of [`NOISE_Z`] standard errors, none of four such pairs
 /// had a layer, cost or function beyond noise.
 pub const NOISE_FLOOR: f64 = 0.25;
+
+/// The relative floor for function rows (self and total): 0.5, so a function's time must
+/// about double or halve to be called. One profiled run per side cannot tell a function whose
+/// samples come in bursts from a change: in a CI run of `diff_bench` (2026-11-30), mimalloc's
+/// `_mi_page_malloc_zero` (zeroing fresh heap pages, which follows the heap's state after the
+/// app's restart) had 346 and 677 self samples in two benches whose only difference was the
+/// removed double parse, which allocates less, not more; earlier the same path went from 6 to 37
+/// samples between two runs of the same code. Costs and layers keep [`NOISE_FLOOR`].
+pub const FRAME_NOISE_FLOOR: f64 = 0.5;
 
 /// Per-request counts (syscalls, round trips, waits) that change by less than this are not
 /// called: 0.02 per request. Events rarer than one in 50 requests come mostly from a run's
@@ -575,8 +585,15 @@ impl Scaler {
         let absolute = if unit.ends_with("/req") && unit != "µs/req" { COUNT_FLOOR_PER_REQUEST } else { 0.0 };
         let z = if matches!(section, Section::Frames | Section::SelfFrames) { NOISE_Z_FRAMES } else { NOISE_Z };
         let idle = section == Section::Syscalls && IDLE_SYSCALLS.contains(&name);
+        let frame = matches!(section, Section::Frames | Section::SelfFrames);
         let noise = self.floor.map(|f| {
-            let relative = if idle { f.max(IDLE_SYSCALL_FLOOR) } else { f };
+            let relative = if idle {
+                f.max(IDLE_SYSCALL_FLOOR)
+            } else if frame {
+                f.max(FRAME_NOISE_FLOOR)
+            } else {
+                f
+            };
             z * se + relative * b.abs().max(h.abs()) + absolute
         });
         row(section, name, unit, b, h, noise, false, Some((nb, nh)))
