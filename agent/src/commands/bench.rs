@@ -187,7 +187,17 @@ impl ProfileHook for AgentHook {
             (None, Some(name)) => Target::Container(name.clone()),
             (None, None) => Target::Pid(target.pid),
         };
-        let options = self.mode.options(collect::Options { frequency_hz: self.frequency_hz, db_port: target.db_port, ..Default::default() });
+        // The profiled run counts every syscall (`--overhead` runs use `profiler attach`'s
+        // windows). It covers the app's restart: a one-off burst such as the dynamic loader's
+        // `newfstatat`s falls in a window or not, and is then scaled x4 or counted 0 (in
+        // diff_bench: `newfstatat` 0 -> 0.081 calls/req between two benches of the same app).
+        let syscalls_duty_pct = if self.counters { 100 } else { collect::DEFAULT_SYSCALL_DUTY_PCT };
+        let options = self.mode.options(collect::Options {
+            frequency_hz: self.frequency_hz,
+            db_port: target.db_port,
+            syscalls_duty_pct,
+            ..Default::default()
+        });
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let out = out_dir.to_path_buf();

@@ -14,8 +14,8 @@
 //!   side, significance is unknown.
 //! - **Profile figures** (one profiled run per side): a count `n` scaled by `k` has the Poisson
 //!   standard error `sqrt(n) k`; a change is called only beyond [`NOISE_Z`] standard errors of
-//!   the difference ([`NOISE_Z_FRAMES`] for frames) plus a relative floor ([`FRAME_NOISE_FLOOR`]
-//!   at least for frames): the larger of [`NOISE_FLOOR`] and the relative
+//!   the difference ([`NOISE_Z_FRAMES`] for frames) plus a relative floor: the larger of
+//!   [`NOISE_FLOOR`] (sampled figures; [`COUNT_NOISE_FLOOR`] for counts) and the relative
 //!   spread of the measured runs' CPU per request, times the larger value. The floor stands
 //!   for what one run cannot show (load and scheduling shift the mix between two profiled runs
 //!   of the same code; see [`NOISE_FLOOR`]). Profile figures are called only when both sides
@@ -61,22 +61,22 @@ pub const IDLE_SYSCALL_FLOOR: f64 = 0.75;
 pub const IDLE_SYSCALLS: &[&str] =
     &["epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select", "pselect6", "futex", "sched_yield", "nanosleep", "clock_nanosleep", "write"];
 
-/// Relative change (0..1) of a profile figure that one profiled run per side cannot tell from
-/// noise: 0.25. Measured on this machine (2 CPUs shared with other work, 2026-11-30): between
-/// two `profiler bench --only deals-create` runs of the same code, layers with 40 or more
-/// samples moved by 30-70% per request (hyper 46 -> 70 samples, kernel sched 73 -> 126 at
-/// 4,999 Hz); with this floor on top of [`NOISE_Z`] standard errors, none of four such pairs
-/// had a layer, cost or function beyond noise.
-pub const NOISE_FLOOR: f64 = 0.25;
+/// Relative change (0..1, of the larger value) of a profile figure that one profiled run per
+/// side cannot tell from noise: 0.5, so a figure must about double or halve. Measured on this
+/// machine (2 CPUs shared with other work, 2026-11-30) between `profiler bench --only
+/// deals-create` runs of the same code, or whose only difference was the removed double parse:
+/// layers with 40 or more samples moved by 30-70% per request (hyper 46 -> 70 samples, kernel
+/// sched 73 -> 126, the unattributed stacks 102 -> 173 at 4,999 Hz), and mimalloc's fresh-page
+/// path (`_mi_page_malloc_zero`, which follows the heap's state after the app's restart) went
+/// 346 -> 677 self samples, and 6 -> 37 in another pair. With 0.25, three of five CI-like runs
+/// of `diff_bench` called one such figure; a removed cost (-100%) stays well beyond it.
+pub const NOISE_FLOOR: f64 = 0.5;
 
-/// The relative floor for function rows (self and total): 0.5, so a function's time must
-/// about double or halve to be called. One profiled run per side cannot tell a function whose
-/// samples come in bursts from a change: in a CI run of `diff_bench` (2026-11-30), mimalloc's
-/// `_mi_page_malloc_zero` (zeroing fresh heap pages, which follows the heap's state after the
-/// app's restart) had 346 and 677 self samples in two benches whose only difference was the
-/// removed double parse, which allocates less, not more; earlier the same path went from 6 to 37
-/// samples between two runs of the same code. Costs and layers keep [`NOISE_FLOOR`].
-pub const FRAME_NOISE_FLOOR: f64 = 0.5;
+/// [`NOISE_FLOOR`] for counted figures (round trips and pings from the wire, syscalls, spawn
+/// calls and lock waits per request): 0.25. Counts do not scatter like samples (round trips
+/// per request were 7.008 and 7.007 in two benches of the same code), so a change of a quarter
+/// (7 -> 9 round trips per request) is called.
+pub const COUNT_NOISE_FLOOR: f64 = 0.25;
 
 /// Per-request counts (syscalls, round trips, waits) that change by less than this are not
 /// called: 0.02 per request. Events rarer than one in 50 requests come mostly from a run's
@@ -574,7 +574,9 @@ fn run_row(name: &str, unit: &str, b: &[f64], h: &[f64], higher_is_better: bool,
 
 /// Rows of counts scaled by `kb`, `kh` (Poisson noise, see the module docs).
 struct Scaler {
-    /// Relative floor (None: significance unknown).
+    /// Relative drift the measured runs show (`--noise-floor`, their CPU spread); the
+    /// section's floor ([`NOISE_FLOOR`] or [`COUNT_NOISE_FLOOR`]) is added as a minimum.
+    /// None: significance unknown.
     floor: Option<f64>,
 }
 
@@ -585,14 +587,15 @@ impl Scaler {
         let absolute = if unit.ends_with("/req") && unit != "µs/req" { COUNT_FLOOR_PER_REQUEST } else { 0.0 };
         let z = if matches!(section, Section::Frames | Section::SelfFrames) { NOISE_Z_FRAMES } else { NOISE_Z };
         let idle = section == Section::Syscalls && IDLE_SYSCALLS.contains(&name);
-        let frame = matches!(section, Section::Frames | Section::SelfFrames);
+        let sampled = matches!(section, Section::Cost | Section::Layers | Section::Frames | Section::SelfFrames)
+            || (section == Section::Spawns && unit != "calls/req");
         let noise = self.floor.map(|f| {
             let relative = if idle {
                 f.max(IDLE_SYSCALL_FLOOR)
-            } else if frame {
-                f.max(FRAME_NOISE_FLOOR)
+            } else if sampled {
+                f.max(NOISE_FLOOR)
             } else {
-                f
+                f.max(COUNT_NOISE_FLOOR)
             };
             z * se + relative * b.abs().max(h.abs()) + absolute
         });
@@ -662,7 +665,7 @@ fn compare_test(b: &TestSide, h: &TestSide, opts: &Options<'_>) -> TestDiff {
                 0.0
             }
         };
-        NOISE_FLOOR.max(drift).max(rel(b)).max(rel(h))
+        drift.max(rel(b)).max(rel(h))
     });
     let sc = Scaler { floor };
     let cpu_unit = match norm {
