@@ -146,8 +146,10 @@ fn windowed_counts_estimate_the_run() {
     );
     assert_eq!(windows.duty_pct, 25);
     assert_eq!(windows.windows, 4, "one window at the start of each second of a 4 s run");
+    // 4 x 250 ms, measured from the attach to the detach: a busy machine makes the run loop
+    // close a window late, which the estimate takes into account (it divides by this time).
     let traced = windows.traced_ns as f64 / 1e9;
-    assert!((0.95..1.15).contains(&traced), "traced {traced:.3} s, not 4 x 250 ms");
+    assert!((0.95..1.6).contains(&traced), "traced {traced:.3} s, not about 4 x 250 ms");
     assert!(seen > 5_000, "getppid seen {seen}");
     assert!((estimate / expected - 1.0).abs() < 0.10, "estimate {estimate:.0} vs the thread's {expected:.0}");
     // The rendered report says it is an estimate and scales the count.
