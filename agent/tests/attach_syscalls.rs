@@ -92,7 +92,7 @@ fn errors_and_eagain_are_counted_apart() {
 
 /// A thread of this process calls `getppid` once every `PACE`, counting its calls, while
 /// `collect::run` counts syscalls 25% of the time for 4 s: the estimate (calls seen x run /
-/// traced time) must be the thread's own count over the run within 10%, from about 1 s of
+/// traced time) must be the thread's own count over the run within 15%, from about 1 s of
 /// counting in 4 windows.
 #[test]
 fn windowed_counts_estimate_the_run() {
@@ -151,7 +151,10 @@ fn windowed_counts_estimate_the_run() {
     let traced = windows.traced_ns as f64 / 1e9;
     assert!((0.95..1.6).contains(&traced), "traced {traced:.3} s, not about 4 x 250 ms");
     assert!(seen > 5_000, "getppid seen {seen}");
-    assert!((estimate / expected - 1.0).abs() < 0.10, "estimate {estimate:.0} vs the thread's {expected:.0}");
+    // 15%: a wrong factor or a window counted wrong is off by 25% or more; a busy machine
+    // makes the thread's pace bursty (it catches up after being descheduled), which the
+    // windows sample: -0.08% on a quiet machine, -6.6% beside a release build.
+    assert!((estimate / expected - 1.0).abs() < 0.15, "estimate {estimate:.0} vs the thread's {expected:.0}");
     // The rendered report says it is an estimate and scales the count.
     let report = profiler::render::syscalls::report(&profile_of(profile));
     let row = report.syscalls.iter().find(|r| r.name == "getppid").unwrap();
