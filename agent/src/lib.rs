@@ -14,3 +14,30 @@ pub mod symbolize;
 pub mod target;
 pub mod unwind;
 pub mod wire;
+
+/// `err` and its causes ([`std::error::Error::source`], outermost first) on one line, joined
+/// by `: `.
+///
+/// A cause whose text the line already holds is left out: many error types of this crate and
+/// its dependencies write their source into their own message *and* return it from `source`
+/// (thiserror's `"{path}: {source}"` with a `source` field), so printing the chain as is
+/// (anyhow's `{:#}`) said every OS or parser error twice
+/// (`x.json: No such file or directory (os error 2): No such file or directory (os error 2)`).
+/// Line breaks inside a message (TOML parse errors have several lines) become `; `.
+pub fn error_chain_line(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = String::new();
+    let mut cause = Some(err);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        let text: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        let text = text.join("; ");
+        if !text.is_empty() && !line.contains(&text) {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(&text);
+        }
+        cause = c.source();
+    }
+    line
+}

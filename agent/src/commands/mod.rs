@@ -21,30 +21,9 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
 }
 
 /// The one line `main` prints for `err` (after `profiler: error: `): the context and its
-/// causes joined by `: `, outermost first.
-///
-/// A cause whose text the line already holds is left out: many error types of this crate and
-/// its dependencies write their source into their own message *and* return it from
-/// [`std::error::Error::source`] (thiserror's `"{path}: {source}"` with a `source` field), so
-/// printing the chain as is (anyhow's `{:#}`) said every OS or parser error twice
-/// (`x.json: No such file or directory (os error 2): No such file or directory (os error 2)`).
-/// Line breaks inside a message (TOML parse errors have several lines) become `; `, so the
-/// result is always one line.
+/// causes, outermost first, each once; see [`crate::error_chain_line`].
 pub fn error_line(err: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in err.chain() {
-        let text = cause.to_string();
-        let text: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-        let text = text.join("; ");
-        if text.is_empty() || line.contains(&text) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&text);
-    }
-    line
+    crate::error_chain_line(err.as_ref())
 }
 
 #[cfg(test)]

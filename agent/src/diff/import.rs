@@ -171,7 +171,7 @@ pub enum ImportError {
     },
     /// A `profile.json` the profile reader refused (wrong kind, future schema, invalid): its
     /// message with its causes (the parser's line and column).
-    #[error("{}", one_line(.0))]
+    #[error("{}", crate::error_chain_line(.0))]
     Profile(profile::json::JsonError),
     /// Not an input `profiler diff` reads.
     #[error("{}: {what}", path.display())]
@@ -219,21 +219,6 @@ impl From<profile::json::JsonError> for ImportError {
     }
 }
 
-/// `err` and its sources joined by `: ` (a [`profile::json::JsonError`] keeps the parser's
-/// message in its source).
-fn one_line(err: &dyn std::error::Error) -> String {
-    let mut line = err.to_string();
-    let mut cause = err.source();
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !line.contains(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
-        }
-        cause = c.source();
-    }
-    line.replace(['\n', '\r'], " ")
-}
 
 /// Reads one side of a diff from `path` (see the [module docs](self) for what is accepted).
 ///
