@@ -63,9 +63,34 @@ impl Default for WireOptions {
 }
 
 /// What the drain thread hands back.
-struct Drained {
+/// What the drain thread does with each ring-buffer record: [`parse_chunk`], then the
+/// decoder, and a count per syscall. Public so that `examples/wire_decode_rate.rs` times the
+/// same path as a run.
+pub struct RecordDecoder {
     decoder: WireDecoder,
     by_syscall: BTreeMap<String, u64>,
+}
+
+impl Default for RecordDecoder {
+    fn default() -> Self {
+        RecordDecoder { decoder: WireDecoder::new(DecoderOptions::default()), by_syscall: BTreeMap::new() }
+    }
+}
+
+impl RecordDecoder {
+    /// Decodes one `struct wire_chunk` record; false when [`parse_chunk`] refused it.
+    pub fn push_record(&mut self, data: &[u8]) -> bool {
+        let Some((chunk, syscall)) = parse_chunk(data) else { return false };
+        self.decoder.push(&chunk);
+        *self.by_syscall.entry(syscall.to_owned()).or_insert(0) += 1;
+        true
+    }
+
+    /// The summary of every record pushed, and the records per syscall name.
+    pub fn finish(self) -> (WireSummary, BTreeMap<String, u64>) {
+        let (summary, _) = self.decoder.finish();
+        (summary, self.by_syscall)
+    }
 }
 
 /// The loaded (and, after [`WireCapture::attach`], running) wire capture.
@@ -75,7 +100,7 @@ pub(super) struct WireCapture {
     ports: BTreeSet<u16>,
     stop: Arc<AtomicBool>,
     decoded: Arc<AtomicU64>,
-    thread: Option<JoinHandle<Drained>>,
+    thread: Option<JoinHandle<RecordDecoder>>,
 }
 
 impl WireCapture {
@@ -178,8 +203,9 @@ impl WireCapture {
         self.stop.store(true, Ordering::Release);
         let drained = match self.thread.take() {
             Some(t) => t.join().map_err(|_| map_error(abi::MAP_WIRE_CHUNKS, "the drain thread panicked"))?,
-            None => Drained { decoder: WireDecoder::new(DecoderOptions::default()), by_syscall: BTreeMap::new() },
+            None => RecordDecoder::default(),
         };
+        let (summary, chunks_by_syscall) = drained.finish();
         let map = self.ebpf.map(abi::MAP_WIRE_STATS).ok_or_else(|| map_error(abi::MAP_WIRE_STATS, "missing"))?;
         let stats: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map).map_err(|e| map_error(abi::MAP_WIRE_STATS, e))?;
         let sum = |i: u32| -> Result<u64, CollectError> { Ok(stats.get(&i, 0).map_err(|e| map_error(abi::MAP_WIRE_STATS, e))?.iter().sum()) };
@@ -197,27 +223,23 @@ impl WireCapture {
             errors: sum(abi::stat_index::ERRORS)?,
             read_failures: sum(abi::stat_index::READ_FAILURES)?,
             http_no_start_line: sum(abi::stat_index::HTTP_NO_START_LINE)?,
-            chunks_by_syscall: drained.by_syscall,
+            chunks_by_syscall,
         };
-        let (summary, _) = drained.decoder.finish();
         Ok((summary, report))
     }
 }
 
 /// The drain thread: decodes every chunk until `stop` is raised (after the programs were
 /// detached) and the buffer is empty.
-fn drain(mut ring: RingBuf<MapData>, stop: Arc<AtomicBool>, decoded: Arc<AtomicU64>) -> Drained {
-    let mut decoder = WireDecoder::new(DecoderOptions::default());
-    let mut by_syscall = BTreeMap::new();
+fn drain(mut ring: RingBuf<MapData>, stop: Arc<AtomicBool>, decoded: Arc<AtomicU64>) -> RecordDecoder {
+    let mut records = RecordDecoder::default();
     loop {
         // Read the flag before draining: chunks submitted before the detach are all in the
         // buffer by the time the flag is seen, so the last drain gets them.
         let stopping = stop.load(Ordering::Acquire);
         while let Some(item) = ring.next() {
-            if let Some((chunk, syscall)) = parse_chunk(&item) {
-                decoder.push(&chunk);
+            if records.push_record(&item) {
                 decoded.fetch_add(1, Ordering::Relaxed);
-                *by_syscall.entry(syscall.to_owned()).or_insert(0u64) += 1;
             }
         }
         if stopping {
@@ -227,7 +249,7 @@ fn drain(mut ring: RingBuf<MapData>, stop: Arc<AtomicBool>, decoded: Arc<AtomicU
         // SAFETY: one valid pollfd; the fd lives as long as `ring`.
         unsafe { libc::poll(&mut pfd, 1, POLL_TIMEOUT_MS) };
     }
-    Drained { decoder, by_syscall }
+    records
 }
 
 /// One ring-buffer record as a decoder [`Chunk`] and the name of its syscall; `None` for a
