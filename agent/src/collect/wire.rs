@@ -68,7 +68,7 @@ impl Default for WireOptions {
 /// same path as a run.
 pub struct RecordDecoder {
     decoder: WireDecoder,
-    by_syscall: BTreeMap<String, u64>,
+    by_syscall: BTreeMap<&'static str, u64>,
 }
 
 impl Default for RecordDecoder {
@@ -82,14 +82,14 @@ impl RecordDecoder {
     pub fn push_record(&mut self, data: &[u8]) -> bool {
         let Some((chunk, syscall)) = parse_chunk(data) else { return false };
         self.decoder.push(&chunk);
-        *self.by_syscall.entry(syscall.to_owned()).or_insert(0) += 1;
+        *self.by_syscall.entry(syscall).or_insert(0) += 1;
         true
     }
 
     /// The summary of every record pushed, and the records per syscall name.
     pub fn finish(self) -> (WireSummary, BTreeMap<String, u64>) {
         let (summary, _) = self.decoder.finish();
-        (summary, self.by_syscall)
+        (summary, self.by_syscall.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
     }
 }
 
@@ -275,12 +275,10 @@ pub fn parse_chunk(data: &[u8]) -> Option<(Chunk, &'static str)> {
     let total = c.total_len;
     let head_len = usize::from(c.head_len).min(abi::HEAD_MAX).min(usize::try_from(total).unwrap_or(usize::MAX));
     let tail_len = usize::from(c.tail_len).min(abi::TAIL_MAX).min(usize::try_from(total).unwrap_or(usize::MAX));
-    let mut head = c.head[..head_len].to_vec();
-    let mut tail = c.tail[..tail_len].to_vec();
-    if protocol == Protocol::Http {
-        head = http_start_line(&head).to_vec();
-        tail.clear();
-    }
+    let (head, tail) = match protocol {
+        Protocol::Http => (http_start_line(&c.head[..head_len]).to_vec(), Vec::new()),
+        Protocol::Postgres => (c.head[..head_len].to_vec(), c.tail[..tail_len].to_vec()),
+    };
     let syscall = abi::syscall::NAMES.get(usize::from(c.syscall)).copied().unwrap_or("?");
     Some((
         Chunk { ts_ns: c.ts_ns, pid: c.pid, tid: c.tid, socket: c.socket, protocol, direction, total_len: total, head, tail },

@@ -32,6 +32,7 @@
 //! pipelined behind another in the same buffer are not seen.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -245,7 +246,7 @@ fn target_char_ok(c: u8) -> bool {
 }
 
 /// A parsed request line: (method, raw target, version-is-HTTP/1).
-fn parse_request_line(line: &[u8]) -> Option<(String, String, bool)> {
+fn parse_request_line(line: &[u8]) -> Option<(&[u8], &[u8], bool)> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let mut it = line.splitn(3, |&c| c == b' ');
     let m = it.next()?;
@@ -261,11 +262,11 @@ fn parse_request_line(line: &[u8]) -> Option<(String, String, bool)> {
     if !(http1 || (v.starts_with(b"HTTP/") && v.len() == 8)) {
         return None;
     }
-    Some((String::from_utf8_lossy(m).into_owned(), String::from_utf8_lossy(t).into_owned(), http1))
+    Some((m, t, http1))
 }
 
 /// A cut request line (the head ended before its end): method and target prefix.
-fn parse_cut_request_line(line: &[u8]) -> Option<(String, String)> {
+fn parse_cut_request_line(line: &[u8]) -> Option<(&[u8], &[u8])> {
     let sp = line.iter().position(|&c| c == b' ')?;
     let (m, rest) = (&line[..sp], &line[sp + 1..]);
     if !is_method(m) || rest.is_empty() || rest[0] != b'/' {
@@ -282,9 +283,8 @@ fn parse_cut_request_line(line: &[u8]) -> Option<(String, String)> {
         if !b"HTTP/1.1".starts_with(v) && !b"HTTP/1.0".starts_with(v) {
             return None;
         }
-        return Some((String::from_utf8_lossy(m).into_owned(), String::from_utf8_lossy(t).into_owned()));
     }
-    Some((String::from_utf8_lossy(m).into_owned(), String::from_utf8_lossy(t).into_owned()))
+    Some((m, t))
 }
 
 /// A non-empty prefix of a request line: `METHOD`, `METHOD SP /tar`, `METHOD SP /t SP HTT`.
@@ -367,9 +367,59 @@ struct Ctx<'a> {
     pid: u32,
     tid: u32,
     ts: u64,
-    pending: &'a mut VecDeque<HttpRequest>,
+    pending: &'a mut VecDeque<Waiting>,
+    endpoints: &'a mut EndpointCache,
     stats: &'a mut HttpDecodeStats,
     out: &'a mut Vec<HttpEvent>,
+}
+
+/// A request waiting for its response on a connection.
+#[derive(Debug)]
+struct Waiting {
+    endpoint: Arc<Endpoint>,
+    ts_ns: u64,
+}
+
+/// A request line's method, templated target and endpoint key (`METHOD target`).
+#[derive(Debug)]
+struct Endpoint {
+    method: String,
+    target: String,
+    key: String,
+}
+
+/// Most raw request lines [`EndpointCache`] remembers; it starts afresh when full.
+const ENDPOINT_CACHE_LINES: usize = 4096;
+
+/// Templated endpoints by raw method, target and cut flag, so that a request line seen
+/// before costs a hash lookup instead of [`template_target`] and its allocations.
+#[derive(Debug, Default)]
+struct EndpointCache {
+    by_raw: std::collections::HashMap<Box<[u8]>, Arc<Endpoint>, foldhash::fast::RandomState>,
+    /// The key being looked up (method, SP, target, cut flag), reused.
+    scratch: Vec<u8>,
+}
+
+impl EndpointCache {
+    fn get(&mut self, method: &[u8], target: &[u8], cut: bool) -> Arc<Endpoint> {
+        self.scratch.clear();
+        self.scratch.extend_from_slice(method);
+        self.scratch.push(b' ');
+        self.scratch.extend_from_slice(target);
+        self.scratch.push(u8::from(cut));
+        if let Some(e) = self.by_raw.get(self.scratch.as_slice()) {
+            return Arc::clone(e);
+        }
+        let method = String::from_utf8_lossy(method).into_owned();
+        let target = template_target(&String::from_utf8_lossy(target), cut);
+        let key = format!("{method} {target}");
+        let e = Arc::new(Endpoint { method, target, key });
+        if self.by_raw.len() >= ENDPOINT_CACHE_LINES {
+            self.by_raw.clear();
+        }
+        self.by_raw.insert(self.scratch.as_slice().into(), Arc::clone(&e));
+        e
+    }
 }
 
 impl Parser {
@@ -438,7 +488,7 @@ impl Parser {
                         // now are not paired with later responses (they would be the wrong ones).
                         for r in ctx.pending.drain(..) {
                             ctx.stats.requests_without_status += 1;
-                            ctx.out.push(HttpEvent::NoResponse { endpoint: r.endpoint(), socket: r.socket });
+                            ctx.out.push(HttpEvent::NoResponse { endpoint: r.endpoint.key.clone(), socket: ctx.socket });
                         }
                     }
                 }
@@ -558,9 +608,14 @@ impl Parser {
                             // Not a start line: garbage, not a message.
                             self.stats.message_bytes -= full_len;
                             self.stats.undecodable_bytes += full_len;
-                            continue;
+                        } else {
+                            self.end_of_line(&line, ctx);
                         }
-                        self.end_of_line(&line, ctx);
+                        // The line's buffer is kept for the next line (no allocation per line).
+                        line.clear();
+                        if self.line.is_empty() {
+                            self.line = line;
+                        }
                     }
                 }
             }
@@ -634,17 +689,17 @@ impl Parser {
                 // A target that ran to the end of the cut head is itself cut.
                 let target_cut = cut && !line.windows(6).any(|w| w == b" HTTP/");
                 self.stats.messages += 1;
-                let req = HttpRequest {
+                let endpoint = ctx.endpoints.get(method, target, target_cut);
+                ctx.out.push(HttpEvent::Request(HttpRequest {
                     socket: ctx.socket,
                     pid: ctx.pid,
                     tid: ctx.tid,
                     ts_ns: ctx.ts,
-                    target: template_target(&target, target_cut),
-                    method,
+                    method: endpoint.method.clone(),
+                    target: endpoint.target.clone(),
                     truncated: target_cut,
-                };
-                ctx.out.push(HttpEvent::Request(req.clone()));
-                ctx.pending.push_back(req);
+                }));
+                ctx.pending.push_back(Waiting { endpoint, ts_ns: ctx.ts });
                 self.state = State::Headers;
             }
             Side::Responses => {
@@ -677,10 +732,10 @@ impl Parser {
                     socket: ctx.socket,
                     ts_ns: ctx.ts,
                     status,
-                    endpoint: Some(req.endpoint()),
+                    endpoint: Some(req.endpoint.key.clone()),
                     latency_ns: Some(ctx.ts.saturating_sub(req.ts_ns)),
                 }));
-                req.method == "HEAD"
+                req.endpoint.method == "HEAD"
             }
             None => {
                 ctx.stats.unpaired_responses += 1;
@@ -731,13 +786,14 @@ impl Parser {
 struct Conn {
     req: Parser,
     resp: Parser,
-    pending: VecDeque<HttpRequest>,
+    pending: VecDeque<Waiting>,
 }
 
 /// The HTTP/1 decoder for all sockets classified as HTTP.
 #[derive(Debug, Default)]
 pub struct HttpDecoder {
-    conns: std::collections::HashMap<u64, Conn>,
+    conns: std::collections::HashMap<u64, Conn, foldhash::fast::RandomState>,
+    endpoints: EndpointCache,
     stats: HttpDecodeStats,
 }
 
@@ -764,6 +820,7 @@ impl HttpDecoder {
             tid: chunk.tid,
             ts: chunk.ts_ns,
             pending: &mut conn.pending,
+            endpoints: &mut self.endpoints,
             stats: &mut self.stats,
             out,
         };
@@ -779,7 +836,7 @@ impl HttpDecoder {
         let Some(conn) = self.conns.remove(&socket) else { return };
         for r in conn.pending {
             self.stats.requests_without_status += 1;
-            out.push(HttpEvent::NoResponse { endpoint: r.endpoint(), socket: r.socket });
+            out.push(HttpEvent::NoResponse { endpoint: r.endpoint.key.clone(), socket });
         }
         self.stats.requests.add(&conn.req.stats);
         self.stats.responses.add(&conn.resp.stats);
@@ -835,13 +892,10 @@ mod tests {
         assert_eq!(parse_status_line(b"HTTP/1.1 404"), Some(404));
         assert_eq!(parse_status_line(b"HTTP/1.1 2000"), None);
         assert_eq!(parse_status_line(b"HTTP/2 200 OK"), None);
-        assert_eq!(
-            parse_request_line(b"GET /db HTTP/1.1\r"),
-            Some(("GET".into(), "/db".into(), true))
-        );
+        assert_eq!(parse_request_line(b"GET /db HTTP/1.1\r"), Some((&b"GET"[..], &b"/db"[..], true)));
         assert_eq!(parse_request_line(b"get /db HTTP/1.1"), None);
         assert_eq!(parse_request_line(b"GET /d b HTTP/1.1"), None);
-        assert_eq!(parse_cut_request_line(b"GET /api/deals?pa"), Some(("GET".into(), "/api/deals?pa".into())));
+        assert_eq!(parse_cut_request_line(b"GET /api/deals?pa"), Some((&b"GET"[..], &b"/api/deals?pa"[..])));
         assert_eq!(parse_cut_request_line(b"{\"title\": 1}"), None);
     }
 }

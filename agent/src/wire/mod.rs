@@ -112,6 +112,27 @@ pub(crate) enum Piece<'a> {
     Gap(u64),
 }
 
+/// The (at most three) pieces of a chunk: head, gap, tail; on the stack, as a slice.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pieces<'a> {
+    items: [Piece<'a>; 3],
+    len: usize,
+}
+
+impl<'a> Pieces<'a> {
+    fn push(&mut self, p: Piece<'a>) {
+        self.items[self.len] = p;
+        self.len += 1;
+    }
+}
+
+impl<'a> std::ops::Deref for Pieces<'a> {
+    type Target = [Piece<'a>];
+    fn deref(&self) -> &[Piece<'a>] {
+        &self.items[..self.len]
+    }
+}
+
 impl Piece<'_> {
     /// Bytes this piece covers.
     pub(crate) fn len(&self) -> u64 {
@@ -202,16 +223,17 @@ impl Chunk {
     }
 
     /// The chunk's data as captured pieces and gaps, in order, covering `total_len` bytes.
-    pub(crate) fn pieces(&self) -> Vec<Piece<'_>> {
+    pub(crate) fn pieces(&self) -> Pieces<'_> {
         let total = self.total_len();
         let h = self.head.len() as u64;
+        let mut v = Pieces { items: [Piece::Gap(0); 3], len: 0 };
         if h >= total {
-            return vec![Piece::Bytes(&self.head[..total as usize])];
+            v.push(Piece::Bytes(&self.head[..total as usize]));
+            return v;
         }
         let t = (self.tail.len() as u64).min(total - h);
         let gap = total - h - t;
         let tail = &self.tail[self.tail.len() - t as usize..];
-        let mut v = Vec::with_capacity(3);
         if h > 0 {
             v.push(Piece::Bytes(&self.head));
         }

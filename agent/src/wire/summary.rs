@@ -331,7 +331,7 @@ struct Timeline {
     buckets: Vec<Bucket>,
     shape_ids: HashMap<StatementShape, u32>,
     shapes: Vec<StatementShape>,
-    endpoint_ids: HashMap<String, u32>,
+    endpoint_ids: HashMap<String, u32, foldhash::fast::RandomState>,
     endpoint_names: Vec<String>,
 }
 
@@ -376,15 +376,14 @@ impl Timeline {
         id
     }
 
-    fn add_http(&mut self, e: &HttpEvent) {
-        if let HttpEvent::Request(r) = e {
-            let id = self.endpoint_id(&r.endpoint());
-            if let Some(b) = self.at(r.ts_ns) {
-                b.http_requests += 1;
-                match b.endpoints.iter_mut().find(|x| x.0 == id) {
-                    Some(x) => x.1 += 1,
-                    None => b.endpoints.push((id, 1)),
-                }
+    /// A request line (`endpoint` is its [`HttpRequest::endpoint`] key) at `ts_ns`.
+    fn add_request(&mut self, endpoint: &str, ts_ns: u64) {
+        let id = self.endpoint_id(endpoint);
+        if let Some(b) = self.at(ts_ns) {
+            b.http_requests += 1;
+            match b.endpoints.iter_mut().find(|x| x.0 == id) {
+                Some(x) => x.1 += 1,
+                None => b.endpoints.push((id, 1)),
             }
         }
     }
@@ -532,7 +531,7 @@ impl Timeline {
 /// Folds events into a [`WireSummary`] in bounded memory.
 #[derive(Debug, Default)]
 pub(crate) struct SummaryBuilder {
-    endpoints: HashMap<String, EndpointAcc>,
+    endpoints: HashMap<String, EndpointAcc, foldhash::fast::RandomState>,
     http_requests: u64,
     http_responses: u64,
     shapes: HashMap<StatementShape, ShapeAcc>,
@@ -541,28 +540,39 @@ pub(crate) struct SummaryBuilder {
     /// Kind of the last round trip per connection (socket id), for
     /// [`PgSummary::pings_after_ping`].
     last_kind: HashMap<u64, RoundTripKind>,
+    /// Reused buffer for endpoint keys.
+    key: String,
 }
 
 impl SummaryBuilder {
     fn endpoint(&mut self, key: &str) -> &mut EndpointAcc {
-        if !self.endpoints.contains_key(key) && self.endpoints.len() >= MAX_ENDPOINTS {
-            return self.endpoints.entry(OTHER_ENDPOINT.to_string()).or_default();
+        // A known endpoint: one lookup, no allocation of its key.
+        if self.endpoints.contains_key(key) {
+            return self.endpoints.get_mut(key).expect("present");
         }
+        let key = if self.endpoints.len() < MAX_ENDPOINTS { key } else { OTHER_ENDPOINT };
         self.endpoints.entry(key.to_string()).or_default()
     }
 
     pub(crate) fn add_http(&mut self, e: &HttpEvent) {
-        self.timeline.get_or_insert_with(Box::default).add_http(e);
         match e {
             HttpEvent::Request(r) => {
+                // The endpoint key `METHOD target`, built in a reused buffer.
+                let mut key = std::mem::take(&mut self.key);
+                key.clear();
+                key.push_str(&r.method);
+                key.push(' ');
+                key.push_str(&r.target);
+                self.timeline.get_or_insert_with(Box::default).add_request(&key, r.ts_ns);
                 self.http_requests += 1;
-                self.endpoint(&r.endpoint()).requests += 1;
+                self.endpoint(&key).requests += 1;
+                self.key = key;
             }
             HttpEvent::Response(r) => {
                 self.http_responses += 1;
                 if let Some(ep) = &r.endpoint {
-                    let key = if self.endpoints.contains_key(ep) { ep.clone() } else { OTHER_ENDPOINT.to_string() };
-                    let acc = self.endpoint(&key);
+                    let key = if self.endpoints.contains_key(ep.as_str()) { ep.as_str() } else { OTHER_ENDPOINT };
+                    let acc = self.endpoint(key);
                     *acc.statuses.entry(r.status).or_default() += 1;
                     acc.paired += 1;
                     acc.latency += r.latency_ns.unwrap_or(0);
