@@ -16,11 +16,12 @@
 //! decoder sees them, so no header field or body byte can reach a profile even if the kernel
 //! side changed.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use agent_ebpf::abi::wire as abi;
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
@@ -31,6 +32,10 @@ use super::{load_error, load_object, map_error, program, set_target_pids, Collec
 use crate::profile::WireCaptureReport;
 use crate::target::Filter;
 use crate::wire::{Chunk, Direction, Protocol, WireDecoder, WireOptions as DecoderOptions, WireSummary};
+
+/// Longest time between two reads of a process's TCP tables while its socket fds stay the
+/// same ([`WireCapture::refresh_ports`]).
+pub const PORT_RESCAN: Duration = Duration::from_secs(10);
 
 /// How long the drain thread waits for the ring buffer before checking the stop flag, ms.
 const POLL_TIMEOUT_MS: i32 = 50;
@@ -98,6 +103,8 @@ pub(super) struct WireCapture {
     ebpf: Ebpf,
     options: WireOptions,
     ports: BTreeSet<u16>,
+    /// Per process, its socket inodes when its tables were last read, and when.
+    scanned: HashMap<u32, (BTreeSet<u64>, Instant)>,
     stop: Arc<AtomicBool>,
     decoded: Arc<AtomicU64>,
     thread: Option<JoinHandle<RecordDecoder>>,
@@ -134,6 +141,7 @@ impl WireCapture {
             ebpf,
             options,
             ports: BTreeSet::new(),
+            scanned: HashMap::new(),
             stop: Arc::new(AtomicBool::new(false)),
             decoded: Arc::new(AtomicU64::new(0)),
             thread: None,
@@ -172,10 +180,24 @@ impl WireCapture {
 
     /// Adds the listening ports of `pids` that are not in `http_ports` yet (ports are never
     /// removed during a run: connections accepted earlier stay HTTP).
+    ///
+    /// Reading `/proc/PID/net/tcp` walks every TCP socket of the network namespace (the
+    /// kernel's whole established hash: 8-10 ms a read on this machine, 1% of a CPU at one
+    /// read a second), so a process's tables are read again only when its set of socket fds
+    /// changed, or [`PORT_RESCAN`] after the last read (a socket that started listening
+    /// after the read that saw it appear).
     pub(super) fn refresh_ports(&mut self, pids: &BTreeSet<u32>) -> Result<(), CollectError> {
         let mut new = BTreeSet::new();
+        self.scanned.retain(|pid, _| pids.contains(pid));
         for &pid in pids {
-            new.extend(listening_ports(pid));
+            let inodes = socket_inodes(pid);
+            if let Some((seen, at)) = self.scanned.get(&pid) {
+                if *seen == inodes && at.elapsed() < PORT_RESCAN {
+                    continue;
+                }
+            }
+            new.extend(listening_ports_among(pid, &inodes));
+            self.scanned.insert(pid, (inodes, Instant::now()));
         }
         let missing: Vec<u16> = new.difference(&self.ports).copied().collect();
         if missing.is_empty() {
@@ -300,6 +322,12 @@ pub fn http_start_line(head: &[u8]) -> &[u8] {
 /// whose inode is one of the process's fds (`/proc/PID/fd/N` -> `socket:[INODE]`). Empty
 /// when the process is gone or unreadable.
 pub fn listening_ports(pid: u32) -> BTreeSet<u16> {
+    listening_ports_among(pid, &socket_inodes(pid))
+}
+
+/// The socket inodes of process `pid`'s fds (`/proc/PID/fd/N` -> `socket:[INODE]`); empty
+/// when the process is gone or unreadable.
+pub fn socket_inodes(pid: u32) -> BTreeSet<u64> {
     let mut inodes = BTreeSet::new();
     if let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
         for entry in dir.flatten() {
@@ -313,10 +341,15 @@ pub fn listening_ports(pid: u32) -> BTreeSet<u16> {
             }
         }
     }
+    inodes
+}
+
+/// The local ports of the LISTEN sockets of `/proc/PID/net/tcp{,6}` whose inode is in `inodes`.
+pub fn listening_ports_among(pid: u32, inodes: &BTreeSet<u64>) -> BTreeSet<u16> {
     let mut ports = BTreeSet::new();
     for table in ["tcp", "tcp6"] {
         if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) {
-            ports.extend(parse_listening(&text, &inodes));
+            ports.extend(parse_listening(&text, inodes));
         }
     }
     ports
