@@ -76,8 +76,8 @@ pub mod stack_sample_flags {
 
 /// Header of `struct stack_sample` (everything but the stack bytes): one on-CPU sample sent
 /// through `stack_samples` by `on_cpu_sample_stack_copy`. The record in the ring buffer is
-/// [`STACK_SAMPLE_SIZE`] bytes; the stack bytes follow the header at
-/// [`STACK_SAMPLE_HEADER_SIZE`].
+/// the header and the `stack_len` bytes copied (at most [`STACK_SAMPLE_SIZE`] bytes); the
+/// stack bytes follow the header at [`STACK_SAMPLE_HEADER_SIZE`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(C)]
 pub struct StackSampleHeader {
@@ -309,6 +309,9 @@ pub mod names {
     pub const MAP_LOST: &str = "lost";
     /// Ring buffer of `stackcopy`: `StackSampleHeader` + stack bytes per record.
     pub const MAP_STACK_SAMPLES: &str = "stack_samples";
+    /// `stackcopy.bpf.c`: where a sample is built, one `struct stack_sample` per CPU (an
+    /// array whose `max_entries` the agent sets to the number of possible CPUs).
+    pub const MAP_STACK_SCRATCH: &str = "stack_scratch";
 
     /// Perf-event program of `sample`.
     pub const PROG_ON_CPU_SAMPLE: &str = "on_cpu_sample";

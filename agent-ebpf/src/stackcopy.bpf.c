@@ -25,15 +25,28 @@ char LICENSE[] SEC("license") = "GPL";
 /* Knob: bytes of user stack to read per sample, <= STACK_COPY_MAX_BYTES. */
 const volatile __u64 stack_copy_bytes = 65536;
 
-/* Samples to unwind, drained continuously by a thread of the agent. 16 MiB hold about 240
- * records of sizeof(struct stack_sample) (about 68 KiB each, whatever was copied): more than a
- * second of samples at 99 Hz on 2 CPUs. When it is full, samples are counted in
- * lost[LOST_RINGBUF_FULL]. */
-#define STACK_SAMPLES_BYTES (16 * 1024 * 1024)
+/* Samples to unwind, drained continuously by a thread of the agent. A record is the header
+ * and the stack bytes copied, not the whole struct (bpf_ringbuf_output with the length):
+ * 19-20 KiB for target-app's threads, at most about 69 KiB. 8 MiB hold 400 records of
+ * 20 KiB (2 s of samples at 99 Hz on 2 CPUs) or 120 of the largest. When it is full, samples
+ * are counted in lost[LOST_RINGBUF_FULL]. The agent maps the ring's data pages twice (the
+ * kernel's wrap-around mapping), so its RSS grows by twice what the records touched. */
+#define STACK_SAMPLES_BYTES (8 * 1024 * 1024)
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, STACK_SAMPLES_BYTES);
 } stack_samples SEC(".maps");
+
+/* Where a sample is built before it goes to the ring buffer: one struct per CPU, indexed by
+ * bpf_get_smp_processor_id() (a perf-event program does not nest on its CPU). An array, not
+ * a per-CPU array, whose values are limited to 32 KiB; the agent sets max_entries to the
+ * number of possible CPUs at load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stack_sample);
+} stack_scratch SEC(".maps");
 
 SEC("perf_event")
 int on_cpu_sample_stack_copy(struct bpf_perf_event_data *ctx)
@@ -68,10 +81,14 @@ int on_cpu_sample_stack_copy(struct bpf_perf_event_data *ctx)
 		flags |= STACK_SAMPLE_KERNEL_MODE;
 	}
 
-	s = bpf_ringbuf_reserve(&stack_samples, sizeof(*s), 0);
-	if (!s) {
-		count_lost(LOST_RINGBUF_FULL);
-		return 0;
+	{
+		__u32 cpu = bpf_get_smp_processor_id();
+
+		s = bpf_map_lookup_elem(&stack_scratch, &cpu);
+		if (!s) {
+			count_lost(LOST_RINGBUF_FULL);
+			return 0;
+		}
 	}
 	s->tgid = tgid;
 	s->pid = pid;
@@ -111,9 +128,13 @@ int on_cpu_sample_stack_copy(struct bpf_perf_event_data *ctx)
 		count_lost(LOST_STACK_COPY_FAILURES);
 	s->stack_len = len;
 	s->flags = flags;
-	/* No wake-up per sample (the agent's drain thread polls every 50 ms); wake it when the
-	 * buffer is a quarter full. */
-	bpf_ringbuf_submit(s, bpf_ringbuf_query(&stack_samples, BPF_RB_AVAIL_DATA) > STACK_SAMPLES_BYTES / 4
-				      ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+	if (len > STACK_COPY_MAX_BYTES)
+		len = STACK_COPY_MAX_BYTES;
+	/* The header and the bytes copied only. No wake-up per sample (the agent's drain thread
+	 * polls every 50 ms); wake it when the buffer is a quarter full. */
+	if (bpf_ringbuf_output(&stack_samples, s, offsetof(struct stack_sample, stack) + len,
+			       bpf_ringbuf_query(&stack_samples, BPF_RB_AVAIL_DATA) > STACK_SAMPLES_BYTES / 4
+			       ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP))
+		count_lost(LOST_RINGBUF_FULL);
 	return 0;
 }

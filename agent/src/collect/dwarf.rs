@@ -27,7 +27,7 @@ use aya::maps::{MapData, RingBuf};
 use aya::programs::PerfEvent;
 use aya::Ebpf;
 
-use super::{attach_cpu_clock, drain_ring, load_error, load_object, map_error, program, raw_stacks, set_target_pids, CollectError, SampleKey};
+use super::{attach_cpu_clock, drain_ring, load_error, load_object_sized, map_error, program, raw_stacks, set_target_pids, CollectError, SampleKey};
 use crate::profile::{LostCounters, ModuleUnwind, RawStack, UnwindReport};
 use crate::target::Filter;
 use crate::unwind::{self, Sample, StackEnd, Unwinder};
@@ -98,7 +98,14 @@ impl StackCopy {
     /// Loads `stackcopy` with the target filter and verifies the program; nothing runs yet.
     pub(super) fn load(filter: &Filter, mode: Unwind, stack_copy_bytes: u64) -> Result<Self, CollectError> {
         let stack_copy_bytes = stack_copy_bytes.clamp(8, abi::STACK_COPY_MAX_BYTES as u64);
-        let mut ebpf = load_object("stackcopy", agent_ebpf::STACKCOPY_OBJECT, filter, &[(names::GLOBAL_STACK_COPY_BYTES, &stack_copy_bytes)])?;
+        let cpus = aya::util::nr_cpus().map_err(|(what, e)| map_error(names::MAP_STACK_SCRATCH, format!("{what}: {e}")))?;
+        let mut ebpf = load_object_sized(
+            "stackcopy",
+            agent_ebpf::STACKCOPY_OBJECT,
+            filter,
+            &[(names::GLOBAL_STACK_COPY_BYTES, &stack_copy_bytes)],
+            &[(names::MAP_STACK_SCRATCH, u32::try_from(cpus).unwrap_or(u32::MAX))],
+        )?;
         let prog: &mut PerfEvent = program(&mut ebpf, names::PROG_ON_CPU_SAMPLE_STACK_COPY)?;
         prog.load().map_err(|e| load_error(names::PROG_ON_CPU_SAMPLE_STACK_COPY, e))?;
         Ok(StackCopy { ebpf, mode, stack_copy_bytes, stop: Arc::new(AtomicBool::new(false)), thread: None })

@@ -335,6 +335,17 @@ fn load_object(
     filter: &Filter,
     extra: &[(&'static str, &u64)],
 ) -> Result<Ebpf, CollectError> {
+    load_object_sized(object, bytes, filter, extra, &[])
+}
+
+/// [`load_object`], with the `max_entries` of some maps set at load (`(map, entries)`).
+fn load_object_sized(
+    object: &'static str,
+    bytes: &[u8],
+    filter: &Filter,
+    extra: &[(&'static str, &u64)],
+    max_entries: &[(&'static str, u32)],
+) -> Result<Ebpf, CollectError> {
     let (mode, cgroup_id, level) = match filter {
         Filter::Cgroup { id, level } => (FilterMode::Cgroup as u32, *id, *level),
         Filter::Pids(_) => (FilterMode::Pids as u32, 0u64, 0u32),
@@ -349,6 +360,9 @@ fn load_object(
         .override_global(names::GLOBAL_TARGET_CGROUP_LEVEL, &level, true);
     for (name, value) in extra {
         loader.override_global(name, *value, true);
+    }
+    for &(name, entries) in max_entries {
+        loader.map_max_entries(name, entries);
     }
     let mut ebpf = loader.load(bytes).map_err(|source| CollectError::Object { object, source })?;
     if let Filter::Pids(pids) = filter {
