@@ -228,6 +228,26 @@ fn metrics_labels_from_the_getrandom_count_alone() {
     assert!(cost(&ranked(&p, req, None), "metrics-labels").is_none(), "0.899 per request is below the bound");
 }
 
+/// Syscalls counted in windows (a quarter of a 4 s run): the ranking's per-request syscalls
+/// are the counts scaled to the run, and `ranking.md` says they are estimates.
+#[test]
+fn windowed_syscall_counts_are_scaled_and_marked() {
+    let (mut p, req) = load("without.txt");
+    let getrandom = p.syscalls.iter().find(|s| s.name == "getrandom").expect("fixture has getrandom").count;
+    let r = ranked(&p, req, None);
+    assert_eq!(r.syscalls_traced_share, None, "every call counted");
+    let per = |r: &Ranking| r.syscalls_per_request.iter().find(|(n, _)| n == "getrandom").expect("getrandom row").1;
+    assert!(close(per(&r), getrandom as f64 / req as f64));
+    assert!(!profiler::attribute::ranking::render_markdown(&r).contains("Estimates:"));
+    p.meta.duration_ns = 4_000_000_000;
+    p.meta.syscall_windows = Some(profiler::profile::SyscallWindows { duty_pct: 25, period_ns: 1_000_000_000, windows: 4, traced_ns: 1_000_000_000 });
+    let r = ranked(&p, req, None);
+    assert_eq!(r.syscalls_traced_share, Some(0.25));
+    assert!(close(per(&r), 4.0 * getrandom as f64 / req as f64), "{}", per(&r));
+    let md = profiler::attribute::ranking::render_markdown(&r);
+    assert!(md.contains("Estimates: syscalls were counted during 25.0% of the run (`--syscalls-duty`), and the counts scaled by 4.00."), "{md}");
+}
+
 #[test]
 fn metrics_double_parse_and_events_by_hand() {
     let (p, req) = load("with.txt");

@@ -233,8 +233,15 @@ pub struct Ranking {
     pub generic: Vec<Finding>,
     /// The layer table.
     pub layers: Vec<LayerRow>,
-    /// Per-syscall counts per request (name, calls per request), most first.
+    /// Per-syscall counts per request (name, calls per request), most first. Estimates
+    /// when syscalls were counted in windows ([`Ranking::syscalls_traced_share`]).
     pub syscalls_per_request: Vec<(String, f64)>,
+    /// Share of the run (0-1) during which syscalls were counted, when they were counted in
+    /// windows (`--syscalls-duty` below 100, see [`crate::profile::SyscallWindows`]): the
+    /// per-request figures are then the counts scaled by its inverse. Absent when every call
+    /// was counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syscalls_traced_share: Option<f64>,
     /// Exact calls of library functions per HTTP request (`counters.json` beside the
     /// profile, see [`super::counters`]), e.g. `("tokio_tasks_spawned", 2.0)`; over the whole
     /// capture, so divided by [`Ranking::requests`]. Empty without counters.
@@ -331,6 +338,7 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         generic,
         layers: attr.layer_table(profile, opts.rules),
         syscalls_per_request: syscalls,
+        syscalls_traced_share: (profile.meta.syscall_scale() > 1.0).then(|| 1.0 / profile.meta.syscall_scale()),
         calls_per_request: Vec::new(),
         db_per_request,
     }
@@ -692,6 +700,14 @@ pub fn render_markdown(r: &Ranking) -> String {
     }
     if !r.syscalls_per_request.is_empty() {
         let _ = writeln!(s, "### Syscalls per request\n");
+        if let Some(share) = r.syscalls_traced_share {
+            let _ = writeln!(
+                s,
+                "Estimates: syscalls were counted during {:.1}% of the run (`--syscalls-duty`), and the counts scaled by {:.2}.\n",
+                100.0 * share,
+                1.0 / share
+            );
+        }
         let _ = writeln!(s, "| syscall | per request |");
         let _ = writeln!(s, "|---|---:|");
         for (n, v) in r.syscalls_per_request.iter().take(12) {
