@@ -337,13 +337,16 @@ fn parse_rfc3339_ns(s: &str) -> Option<i64> {
         .timestamp_nanos_opt()
 }
 
-/// Encodes `profile` (one half, see [`build`]) as a gzip-compressed protobuf into `out`.
+/// Encodes `profile` (one half, see [`build`]) as a gzip-compressed protobuf into `out`, at
+/// gzip's fastest level (1): pprof readers take any level, and level 6 (the default) spent
+/// half of the pprof time of a 100,000-stack profile in deflate for files about a quarter
+/// smaller (see README, "Performance").
 ///
 /// # Errors
 /// Whatever `out` returns.
 pub fn write(profile: &Profile, kind: Kind, out: impl Write) -> std::io::Result<()> {
     let message = build(profile, kind);
-    let mut gz = GzEncoder::new(out, Compression::default());
+    let mut gz = GzEncoder::new(out, Compression::fast());
     gz.write_all(&message.encode_to_vec())?;
     gz.finish()?.flush()
 }
