@@ -132,12 +132,39 @@ pub fn write_all(profile: &Profile, out: &Path) -> Result<Vec<PathBuf>, RenderEr
         path: out.to_path_buf(),
         source,
     })?;
-    let mut written = Vec::new();
+    // profile.json and the two pprof files on a second thread, beside the folded stacks and
+    // flamegraphs (inferno): the two halves take about the same time, and reports are
+    // written after the collection, when the CPUs are the agent's (README, "Performance").
+    std::thread::scope(|scope| {
+        let side = scope.spawn(|| write_json_and_pprof(profile, out));
+        let flamegraphs = write_folded_and_flamegraphs(profile, out);
+        let side = side.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        let (mut written, pprofs) = side?;
+        let (folded_and_svgs, rest) = (flamegraphs?, write_syscalls_and_wire(profile, out)?);
+        written.extend(folded_and_svgs);
+        written.extend(pprofs);
+        written.extend(rest);
+        Ok(written)
+    })
+}
 
+/// `profile.json`, then the two pprof files: (`[profile.json]`, `[profile.pb.gz, offcpu.pb.gz]`).
+fn write_json_and_pprof(profile: &Profile, out: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>), RenderError> {
     let json = out.join("profile.json");
     profile::json::write(profile, &json)?;
-    written.push(json);
+    let mut pprofs = Vec::new();
+    pprofs.push(write_file(out.join("profile.pb.gz"), |w| {
+        pprof::write(profile, Kind::OnCpu, w)
+    })?);
+    pprofs.push(write_file(out.join("offcpu.pb.gz"), |w| {
+        pprof::write(profile, Kind::OffCpu, w)
+    })?);
+    Ok((vec![json], pprofs))
+}
 
+/// The folded stacks and flamegraph of on-CPU samples, then of off-CPU time.
+fn write_folded_and_flamegraphs(profile: &Profile, out: &Path) -> Result<Vec<PathBuf>, RenderError> {
+    let mut written = Vec::new();
     for off_cpu in [false, true] {
         let (counts, options, folded_name, svg_name, style, title) = if off_cpu {
             (
@@ -184,12 +211,12 @@ pub fn write_all(profile: &Profile, out: &Path) -> Result<Vec<PathBuf>, RenderEr
         })?);
     }
 
-    written.push(write_file(out.join("profile.pb.gz"), |w| {
-        pprof::write(profile, Kind::OnCpu, w)
-    })?);
-    written.push(write_file(out.join("offcpu.pb.gz"), |w| {
-        pprof::write(profile, Kind::OffCpu, w)
-    })?);
+    Ok(written)
+}
+
+/// `syscalls.json`, and `wire.json` when the profile has a wire capture.
+fn write_syscalls_and_wire(profile: &Profile, out: &Path) -> Result<Vec<PathBuf>, RenderError> {
+    let mut written = Vec::new();
     written.push(write_file(out.join("syscalls.json"), |w| {
         serde_json::to_writer_pretty(&mut *w, &syscalls::report(profile))?;
         writeln!(w)
