@@ -1,8 +1,8 @@
 //! How fast the agent decodes wire-capture records in user space: the drain thread's path
 //! (`profiler::collect::wire::RecordDecoder`: record parse, HTTP/PostgreSQL decoders, summary)
-//! over generated `struct wire_chunk` records shaped like target-app's `/json` and
-//! `/api/deals/{id}` traffic on 64 keep-alive connections (a request line received, a status
-//! line sent, per request).
+//! over generated `struct wire_chunk_http` records (HTTP_CHUNK_SIZE bytes, as the kernel sends
+//! them for HTTP sockets) shaped like target-app's `/json` and `/api/deals/{id}` traffic on 64
+//! keep-alive connections (a request line received, a status line sent, per request).
 //!
 //! `cargo build --release -p agent --example wire_decode_rate`, then
 //! `target/release/examples/wire_decode_rate [REQUESTS] [ROUNDS]` (defaults 500000, 5).
@@ -16,7 +16,7 @@ use agent_ebpf::abi::wire as abi;
 use profiler::collect::wire::RecordDecoder;
 
 fn record(ts_ns: u64, socket: u64, direction: u8, syscall: u8, total_len: u64, head: &[u8]) -> Vec<u8> {
-    let mut c = abi::WireChunk {
+    let mut c = abi::WireChunkHttp {
         ts_ns,
         pid: 4242,
         tid: 4243,
@@ -28,12 +28,11 @@ fn record(ts_ns: u64, socket: u64, direction: u8, syscall: u8, total_len: u64, h
         class: abi::class::HTTP,
         syscall,
         _pad: 0,
-        head: [0; abi::HEAD_MAX],
-        tail: [0; abi::TAIL_MAX],
+        head: [0; abi::HTTP_HEAD_MAX],
     };
     c.head[..head.len()].copy_from_slice(head);
-    // SAFETY: WireChunk is repr(C) plain integers and byte arrays, CHUNK_SIZE bytes.
-    unsafe { std::slice::from_raw_parts((&c as *const abi::WireChunk).cast::<u8>(), abi::CHUNK_SIZE) }.to_vec()
+    // SAFETY: WireChunkHttp is repr(C) plain integers and byte arrays, HTTP_CHUNK_SIZE bytes.
+    unsafe { std::slice::from_raw_parts((&c as *const abi::WireChunkHttp).cast::<u8>(), abi::HTTP_CHUNK_SIZE) }.to_vec()
 }
 
 fn main() {

@@ -83,7 +83,8 @@ impl Default for RecordDecoder {
 }
 
 impl RecordDecoder {
-    /// Decodes one `struct wire_chunk` record; false when [`parse_chunk`] refused it.
+    /// Decodes one ring-buffer record (`struct wire_chunk` or `struct wire_chunk_http`); false
+    /// when [`parse_chunk`] refused it.
     pub fn push_record(&mut self, data: &[u8]) -> bool {
         let Some((chunk, syscall)) = parse_chunk(data) else { return false };
         self.decoder.push(&chunk);
@@ -275,17 +276,21 @@ fn drain(mut ring: RingBuf<MapData>, stop: Arc<AtomicBool>, decoded: Arc<AtomicU
 }
 
 /// One ring-buffer record as a decoder [`Chunk`] and the name of its syscall; `None` for a
-/// record too short or with an unknown class or direction. HTTP heads are cut after their
-/// first `\n` and HTTP tails dropped, whatever the kernel sent.
+/// record too short for its class ([`abi::HTTP_CHUNK_SIZE`] bytes for HTTP, a
+/// `struct wire_chunk_http`; [`abi::CHUNK_SIZE`] for PostgreSQL, a `struct wire_chunk`) or
+/// with an unknown class or direction. HTTP heads are cut after their first `\n` and HTTP
+/// tails never read, whatever the kernel sent.
 pub fn parse_chunk(data: &[u8]) -> Option<(Chunk, &'static str)> {
-    if data.len() < abi::CHUNK_SIZE {
+    // Both records start with the same header, and the HTTP one is the shorter: read the
+    // header as a WireChunkHttp, then the class decides how long the record must be.
+    if data.len() < abi::HTTP_CHUNK_SIZE {
         return None;
     }
-    // SAFETY: at least CHUNK_SIZE bytes; WireChunk is plain integers and byte arrays (every
-    // bit pattern valid); read_unaligned has no alignment requirement.
-    let c: abi::WireChunk = unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) };
+    // SAFETY: at least HTTP_CHUNK_SIZE bytes; WireChunkHttp is plain integers and byte arrays
+    // (every bit pattern valid); read_unaligned has no alignment requirement.
+    let c: abi::WireChunkHttp = unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) };
     let protocol = match c.class {
-        abi::class::POSTGRES => Protocol::Postgres,
+        abi::class::POSTGRES if data.len() >= abi::CHUNK_SIZE => Protocol::Postgres,
         abi::class::HTTP => Protocol::Http,
         _ => return None,
     };
@@ -295,11 +300,19 @@ pub fn parse_chunk(data: &[u8]) -> Option<(Chunk, &'static str)> {
         _ => return None,
     };
     let total = c.total_len;
-    let head_len = usize::from(c.head_len).min(abi::HEAD_MAX).min(usize::try_from(total).unwrap_or(usize::MAX));
-    let tail_len = usize::from(c.tail_len).min(abi::TAIL_MAX).min(usize::try_from(total).unwrap_or(usize::MAX));
+    let total_usize = usize::try_from(total).unwrap_or(usize::MAX);
     let (head, tail) = match protocol {
-        Protocol::Http => (http_start_line(&c.head[..head_len]).to_vec(), Vec::new()),
-        Protocol::Postgres => (c.head[..head_len].to_vec(), c.tail[..tail_len].to_vec()),
+        Protocol::Http => {
+            let head_len = usize::from(c.head_len).min(abi::HTTP_HEAD_MAX).min(total_usize);
+            (http_start_line(&c.head[..head_len]).to_vec(), Vec::new())
+        }
+        Protocol::Postgres => {
+            const HEAD: usize = std::mem::offset_of!(abi::WireChunk, head);
+            const TAIL: usize = std::mem::offset_of!(abi::WireChunk, tail);
+            let head_len = usize::from(c.head_len).min(abi::HEAD_MAX).min(total_usize);
+            let tail_len = usize::from(c.tail_len).min(abi::TAIL_MAX).min(total_usize);
+            (data[HEAD..HEAD + head_len].to_vec(), data[TAIL..TAIL + tail_len].to_vec())
+        }
     };
     let syscall = abi::syscall::NAMES.get(usize::from(c.syscall)).copied().unwrap_or("?");
     Some((
@@ -446,6 +459,63 @@ mod tests {
         assert_eq!((c.protocol, c.direction), (Protocol::Postgres, Direction::Tx));
         assert_eq!(c.head, b"S\0\0\0\x04");
         assert_eq!(c.tail, b"Z\0\0\0\x05I");
+    }
+
+    /// An HTTP record as the kernel sends it: a `struct wire_chunk_http`, HTTP_CHUNK_SIZE bytes.
+    fn http_record(direction: u8, total: u64, head: &[u8]) -> Vec<u8> {
+        let mut c = abi::WireChunkHttp {
+            ts_ns: 7,
+            pid: 1,
+            tid: 2,
+            socket: 3,
+            total_len: total,
+            head_len: head.len() as u16,
+            tail_len: 0,
+            direction,
+            class: abi::class::HTTP,
+            syscall: abi::syscall::READ,
+            _pad: 0,
+            head: [0; abi::HTTP_HEAD_MAX],
+        };
+        c.head[..head.len()].copy_from_slice(head);
+        // SAFETY: WireChunkHttp is plain data without padding (asserted in abi).
+        unsafe { std::slice::from_raw_parts((&c as *const abi::WireChunkHttp).cast::<u8>(), abi::HTTP_CHUNK_SIZE) }.to_vec()
+    }
+
+    #[test]
+    fn short_http_records_parse_with_their_start_line() {
+        let r = http_record(abi::direction::RX, 97, b"GET /json HTTP/1.1\r\n");
+        assert_eq!(r.len(), abi::HTTP_CHUNK_SIZE);
+        let (c, syscall) = parse_chunk(&r).unwrap();
+        assert_eq!(syscall, "read");
+        assert_eq!((c.protocol, c.direction, c.total_len), (Protocol::Http, Direction::Rx, 97));
+        assert_eq!((c.ts_ns, c.pid, c.tid, c.socket), (7, 1, 2, 3));
+        assert_eq!(c.head, b"GET /json HTTP/1.1\r\n");
+        assert!(c.tail.is_empty());
+        // A head filling the whole array, and a head_len past it (clamped to HTTP_HEAD_MAX).
+        let line = [b'a'; abi::HTTP_HEAD_MAX];
+        let mut r = http_record(abi::direction::TX, 1000, &line);
+        r[32..34].copy_from_slice(&u16::MAX.to_ne_bytes());
+        let (c, _) = parse_chunk(&r).unwrap();
+        assert_eq!(c.head, line);
+        // Trailing bytes after the record (a longer reservation) are ignored.
+        let mut r = http_record(abi::direction::TX, 20, b"HTTP/1.1 200 OK\r\n");
+        r.extend_from_slice(b"Set-Cookie: secret\r\n");
+        assert_eq!(parse_chunk(&r).unwrap().0.head, b"HTTP/1.1 200 OK\r\n");
+    }
+
+    #[test]
+    fn records_shorter_than_their_class_are_refused() {
+        // A PostgreSQL record needs all of CHUNK_SIZE, even when HTTP_CHUNK_SIZE would hold its head.
+        let pg = record(abi::class::POSTGRES, abi::direction::RX, 5, b"Z\0\0\0\x05", b"");
+        assert!(parse_chunk(&pg).is_some());
+        assert!(parse_chunk(&pg[..abi::HTTP_CHUNK_SIZE]).is_none());
+        assert!(parse_chunk(&pg[..abi::CHUNK_SIZE - 1]).is_none());
+        // An HTTP record needs HTTP_CHUNK_SIZE; shorter than the header is refused too.
+        let http = http_record(abi::direction::RX, 97, b"GET / HTTP/1.1\r\n");
+        assert!(parse_chunk(&http[..abi::HTTP_CHUNK_SIZE - 1]).is_none());
+        assert!(parse_chunk(&http[..39]).is_none());
+        assert!(parse_chunk(&pg[..39]).is_none());
     }
 
     #[test]
