@@ -119,13 +119,30 @@ pub fn symbolize_with(raw: RawProfile, options: &Options) -> Profile {
 
     let mut user_frames: HashMap<(u32, u64), Frames> = HashMap::new();
     let processes_symbolized = user.len();
+    // Processes that exited before the end (a restarted app, `runc` starting a container in
+    // the target's cgroup, a `sleep`): one line for all of them, not one per process.
+    let mut gone: Vec<(u32, String)> = Vec::new();
     for (pid, mut addrs) in user {
         addrs.sort_unstable();
         addrs.dedup();
-        let frames = symbolize_process(&symbolizer, pid, &addrs, &mut interner);
+        let (frames, failed) = symbolize_process(&symbolizer, pid, &addrs, &mut interner);
+        if let Some(err) = failed {
+            gone.push((pid, err));
+        }
         for (addr, f) in addrs.into_iter().zip(frames) {
             user_frames.insert((pid, addr), f);
         }
+    }
+    if let Some((_, first_error)) = gone.first() {
+        let pids: Vec<String> = gone.iter().map(|(pid, _)| pid.to_string()).collect();
+        let stacks = on_cpu.iter().chain(off_cpu.iter()).filter(|s| gone.iter().any(|(pid, _)| *pid == s.pid)).count();
+        tracing::warn!(
+            processes = gone.len(),
+            pids = %pids.join(","),
+            stacks,
+            error = %first_error,
+            "cannot symbolize processes that exited before the end (their user frames are [unknown])"
+        );
     }
     let user_addresses = user_frames.len();
     let kernel_addresses = kernel.len();
@@ -315,13 +332,14 @@ fn module_of(maps: &[Mapping], addr: u64) -> String {
         .unwrap_or_default()
 }
 
-/// Symbolizes the (sorted, distinct) user addresses of one process.
+/// Symbolizes the (sorted, distinct) user addresses of one process: their frames, and
+/// blazesym's error when the process could not be read (gone: every frame `[unknown]`).
 fn symbolize_process(
     symbolizer: &Symbolizer,
     pid: u32,
     addrs: &[u64],
     interner: &mut Interner,
-) -> Vec<Frames> {
+) -> (Vec<Frames>, Option<String>) {
     let maps = read_maps(pid);
     let unknown = |interner: &mut Interner, addr: u64| {
         vec![interner.get(Frame {
@@ -334,7 +352,7 @@ fn symbolize_process(
         })]
     };
     let Some(pid_nz) = std::num::NonZeroU32::new(pid) else {
-        return addrs.iter().map(|&a| unknown(interner, a)).collect();
+        return (addrs.iter().map(|&a| unknown(interner, a)).collect(), None);
     };
     let source = |debug_syms: bool| {
         let mut process = Process::new(Pid::Pid(pid_nz));
@@ -350,11 +368,10 @@ fn symbolize_process(
     let (elf, dwarf) = match (elf, dwarf) {
         (Ok(elf), Ok(dwarf)) => (elf, dwarf),
         (Err(err), _) | (_, Err(err)) => {
-            tracing::warn!(pid, error = %err, "cannot symbolize process (exited?); its frames are [unknown]");
-            return addrs.iter().map(|&a| unknown(interner, a)).collect();
+            return (addrs.iter().map(|&a| unknown(interner, a)).collect(), Some(err.to_string()));
         }
     };
-    addrs
+    let frames = addrs
         .iter()
         .zip(elf.iter().zip(dwarf.iter()))
         .map(|(&addr, (elf, dwarf))| {
@@ -364,7 +381,8 @@ fn symbolize_process(
                 (elf, dwarf) => user_frames(elf, dwarf, module, interner),
             }
         })
-        .collect()
+        .collect();
+    (frames, None)
 }
 
 fn code_location(info: Option<&blazesym::symbolize::CodeInfo<'_>>) -> (Option<String>, Option<u32>) {
