@@ -419,12 +419,12 @@ pub mod wire {
         pub const COUNT: u32 = 7;
     }
 
-    /// `struct wire_chunk`: one send or receive on a PostgreSQL socket that moved bytes
-    /// ([`CHUNK_SIZE`] bytes). HTTP sockets send the shorter [`WireChunkHttp`], whose header
-    /// is this one's; [`WireChunk::class`] (offset 37 in both) tells which a record is.
+    /// The 40-byte header both wire records start with (`struct wire_chunk` and
+    /// `struct wire_chunk_http` declare the same fields, asserted in profiler.h);
+    /// [`WireChunkHeader::class`] tells which record it is.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     #[repr(C)]
-    pub struct WireChunk {
+    pub struct WireChunkHeader {
         /// `bpf_ktime_get_ns()` when the socket call returned, inside the syscall (`CLOCK_MONOTONIC`), ns.
         pub ts_ns: u64,
         /// Process id (tgid, host pid namespace).
@@ -435,9 +435,9 @@ pub mod wire {
         pub socket: u64,
         /// Bytes the syscall moved (its return value).
         pub total_len: u64,
-        /// Bytes of `head` filled, `<= HEAD_MAX`.
+        /// Bytes of `head` filled, `<= HEAD_MAX` (`<= HTTP_HEAD_MAX` for HTTP).
         pub head_len: u16,
-        /// Bytes of `tail` filled, `<= TAIL_MAX`.
+        /// Bytes of `tail` filled, `<= TAIL_MAX` (always 0 for HTTP).
         pub tail_len: u16,
         /// [`direction`].
         pub direction: u8,
@@ -447,6 +447,23 @@ pub mod wire {
         pub syscall: u8,
         /// Padding.
         pub _pad: u8,
+    }
+
+    /// Bytes of [`WireChunkHeader`]: where `head` starts in both records.
+    pub const CHUNK_HEADER_SIZE: usize = 40;
+    const _: () = assert!(size_of::<WireChunkHeader>() == CHUNK_HEADER_SIZE);
+    const _: () = assert!(offset_of!(WireChunkHeader, total_len) == 24);
+    const _: () = assert!(offset_of!(WireChunkHeader, head_len) == 32);
+    const _: () = assert!(offset_of!(WireChunkHeader, direction) == 36);
+    const _: () = assert!(offset_of!(WireChunkHeader, class) == 37);
+
+    /// `struct wire_chunk`: one send or receive on a PostgreSQL socket that moved bytes
+    /// ([`CHUNK_SIZE`] bytes). HTTP sockets send the shorter [`WireChunkHttp`].
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[repr(C)]
+    pub struct WireChunk {
+        /// The common header.
+        pub header: WireChunkHeader,
         /// The first bytes moved.
         pub head: [u8; HEAD_MAX],
         /// The last `tail_len` bytes moved.
@@ -454,61 +471,26 @@ pub mod wire {
     }
 
     /// Bytes of one `struct wire_chunk` record.
-    pub const CHUNK_SIZE: usize = 40 + HEAD_MAX + TAIL_MAX;
+    pub const CHUNK_SIZE: usize = CHUNK_HEADER_SIZE + HEAD_MAX + TAIL_MAX;
     const _: () = assert!(size_of::<WireChunk>() == CHUNK_SIZE);
-    const _: () = assert!(offset_of!(WireChunk, total_len) == 24);
-    const _: () = assert!(offset_of!(WireChunk, head_len) == 32);
-    const _: () = assert!(offset_of!(WireChunk, direction) == 36);
-    const _: () = assert!(offset_of!(WireChunk, head) == 40);
-    const _: () = assert!(offset_of!(WireChunk, tail) == 40 + HEAD_MAX);
-    const _: () = assert!(offset_of!(WireChunk, class) == 37);
+    const _: () = assert!(offset_of!(WireChunk, head) == CHUNK_HEADER_SIZE);
+    const _: () = assert!(offset_of!(WireChunk, tail) == CHUNK_HEADER_SIZE + HEAD_MAX);
 
     /// `struct wire_chunk_http`: one send or receive on an HTTP socket that moved bytes
-    /// ([`HTTP_CHUNK_SIZE`] bytes): the header of [`WireChunk`], field for field, then the
-    /// start line only (never a tail).
+    /// ([`HTTP_CHUNK_SIZE`] bytes): the header, then the start line only (never a tail).
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     #[repr(C)]
     pub struct WireChunkHttp {
-        /// As [`WireChunk::ts_ns`].
-        pub ts_ns: u64,
-        /// Process id (tgid, host pid namespace).
-        pub pid: u32,
-        /// Thread id.
-        pub tid: u32,
-        /// Socket id: the kernel's `struct sock` address.
-        pub socket: u64,
-        /// Bytes the syscall moved (its return value).
-        pub total_len: u64,
-        /// Bytes of `head` filled, `<= HTTP_HEAD_MAX`.
-        pub head_len: u16,
-        /// Always 0.
-        pub tail_len: u16,
-        /// [`direction`].
-        pub direction: u8,
-        /// [`class::HTTP`].
-        pub class: u8,
-        /// [`syscall`].
-        pub syscall: u8,
-        /// Padding.
-        pub _pad: u8,
+        /// The common header.
+        pub header: WireChunkHeader,
         /// The start line, zero-padded.
         pub head: [u8; HTTP_HEAD_MAX],
     }
 
     /// Bytes of one `struct wire_chunk_http` record.
-    pub const HTTP_CHUNK_SIZE: usize = 40 + HTTP_HEAD_MAX;
+    pub const HTTP_CHUNK_SIZE: usize = CHUNK_HEADER_SIZE + HTTP_HEAD_MAX;
     const _: () = assert!(size_of::<WireChunkHttp>() == HTTP_CHUNK_SIZE);
-    const _: () = assert!(offset_of!(WireChunkHttp, ts_ns) == offset_of!(WireChunk, ts_ns));
-    const _: () = assert!(offset_of!(WireChunkHttp, pid) == offset_of!(WireChunk, pid));
-    const _: () = assert!(offset_of!(WireChunkHttp, tid) == offset_of!(WireChunk, tid));
-    const _: () = assert!(offset_of!(WireChunkHttp, socket) == offset_of!(WireChunk, socket));
-    const _: () = assert!(offset_of!(WireChunkHttp, total_len) == offset_of!(WireChunk, total_len));
-    const _: () = assert!(offset_of!(WireChunkHttp, head_len) == offset_of!(WireChunk, head_len));
-    const _: () = assert!(offset_of!(WireChunkHttp, tail_len) == offset_of!(WireChunk, tail_len));
-    const _: () = assert!(offset_of!(WireChunkHttp, direction) == offset_of!(WireChunk, direction));
-    const _: () = assert!(offset_of!(WireChunkHttp, class) == offset_of!(WireChunk, class));
-    const _: () = assert!(offset_of!(WireChunkHttp, syscall) == offset_of!(WireChunk, syscall));
-    const _: () = assert!(offset_of!(WireChunkHttp, head) == offset_of!(WireChunk, head));
+    const _: () = assert!(offset_of!(WireChunkHttp, head) == CHUNK_HEADER_SIZE);
 
     /// Ring buffer of chunks.
     pub const MAP_WIRE_CHUNKS: &str = "wire_chunks";

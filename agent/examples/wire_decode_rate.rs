@@ -17,17 +17,19 @@ use profiler::collect::wire::RecordDecoder;
 
 fn record(ts_ns: u64, socket: u64, direction: u8, syscall: u8, total_len: u64, head: &[u8]) -> Vec<u8> {
     let mut c = abi::WireChunkHttp {
-        ts_ns,
-        pid: 4242,
-        tid: 4243,
-        socket,
-        total_len,
-        head_len: head.len() as u16,
-        tail_len: 0,
-        direction,
-        class: abi::class::HTTP,
-        syscall,
-        _pad: 0,
+        header: abi::WireChunkHeader {
+            ts_ns,
+            pid: 4242,
+            tid: 4243,
+            socket,
+            total_len,
+            head_len: head.len() as u16,
+            tail_len: 0,
+            direction,
+            class: abi::class::HTTP,
+            syscall,
+            _pad: 0,
+        },
         head: [0; abi::HTTP_HEAD_MAX],
     };
     c.head[..head.len()].copy_from_slice(head);

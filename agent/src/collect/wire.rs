@@ -282,13 +282,13 @@ fn drain(mut ring: RingBuf<MapData>, stop: Arc<AtomicBool>, decoded: Arc<AtomicU
 /// tails never read, whatever the kernel sent.
 pub fn parse_chunk(data: &[u8]) -> Option<(Chunk, &'static str)> {
     // Both records start with the same header, and the HTTP one is the shorter: read the
-    // header as a WireChunkHttp, then the class decides how long the record must be.
+    // header, then the class decides how long the record must be.
     if data.len() < abi::HTTP_CHUNK_SIZE {
         return None;
     }
-    // SAFETY: at least HTTP_CHUNK_SIZE bytes; WireChunkHttp is plain integers and byte arrays
-    // (every bit pattern valid); read_unaligned has no alignment requirement.
-    let c: abi::WireChunkHttp = unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) };
+    // SAFETY: at least CHUNK_HEADER_SIZE bytes; WireChunkHeader is plain integers (every bit
+    // pattern valid); read_unaligned has no alignment requirement.
+    let c: abi::WireChunkHeader = unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) };
     let protocol = match c.class {
         abi::class::POSTGRES if data.len() >= abi::CHUNK_SIZE => Protocol::Postgres,
         abi::class::HTTP => Protocol::Http,
@@ -301,13 +301,13 @@ pub fn parse_chunk(data: &[u8]) -> Option<(Chunk, &'static str)> {
     };
     let total = c.total_len;
     let total_usize = usize::try_from(total).unwrap_or(usize::MAX);
+    const HEAD: usize = abi::CHUNK_HEADER_SIZE;
     let (head, tail) = match protocol {
         Protocol::Http => {
             let head_len = usize::from(c.head_len).min(abi::HTTP_HEAD_MAX).min(total_usize);
-            (http_start_line(&c.head[..head_len]).to_vec(), Vec::new())
+            (http_start_line(&data[HEAD..HEAD + head_len]).to_vec(), Vec::new())
         }
         Protocol::Postgres => {
-            const HEAD: usize = std::mem::offset_of!(abi::WireChunk, head);
             const TAIL: usize = std::mem::offset_of!(abi::WireChunk, tail);
             let head_len = usize::from(c.head_len).min(abi::HEAD_MAX).min(total_usize);
             let tail_len = usize::from(c.tail_len).min(abi::TAIL_MAX).min(total_usize);
@@ -421,8 +421,9 @@ mod tests {
         assert_eq!(http_start_line(b""), b"");
     }
 
-    fn record(class: u8, direction: u8, total: u64, head: &[u8], tail: &[u8]) -> Vec<u8> {
-        let mut c = abi::WireChunk {
+    /// The header of a test record.
+    fn header(class: u8, direction: u8, syscall: u8, total: u64, head: &[u8], tail: &[u8]) -> abi::WireChunkHeader {
+        abi::WireChunkHeader {
             ts_ns: 7,
             pid: 1,
             tid: 2,
@@ -432,8 +433,14 @@ mod tests {
             tail_len: tail.len() as u16,
             direction,
             class,
-            syscall: abi::syscall::RECVFROM,
+            syscall,
             _pad: 0,
+        }
+    }
+
+    fn record(class: u8, direction: u8, total: u64, head: &[u8], tail: &[u8]) -> Vec<u8> {
+        let mut c = abi::WireChunk {
+            header: header(class, direction, abi::syscall::RECVFROM, total, head, tail),
             head: [0; abi::HEAD_MAX],
             tail: [0; abi::TAIL_MAX],
         };
@@ -464,17 +471,7 @@ mod tests {
     /// An HTTP record as the kernel sends it: a `struct wire_chunk_http`, HTTP_CHUNK_SIZE bytes.
     fn http_record(direction: u8, total: u64, head: &[u8]) -> Vec<u8> {
         let mut c = abi::WireChunkHttp {
-            ts_ns: 7,
-            pid: 1,
-            tid: 2,
-            socket: 3,
-            total_len: total,
-            head_len: head.len() as u16,
-            tail_len: 0,
-            direction,
-            class: abi::class::HTTP,
-            syscall: abi::syscall::READ,
-            _pad: 0,
+            header: header(abi::class::HTTP, direction, abi::syscall::READ, total, head, b""),
             head: [0; abi::HTTP_HEAD_MAX],
         };
         c.head[..head.len()].copy_from_slice(head);
