@@ -8,8 +8,10 @@
 //! connection. Checked: the capture decodes exactly `REQUESTS` requests and responses of
 //! `GET /peek`, and counts each peek in `other_calls`.
 
+mod attach_support;
+
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
@@ -41,18 +43,7 @@ fn peeked_bytes_are_captured_once() {
     let options = Options { frequency_hz: 49, offcpu: false, syscalls: false, unwind: Unwind::Fp, wire: true, ..Default::default() };
     let collector = Collector::start(&target, &options).expect("attach");
     let server = std::thread::spawn(move || serve(listener));
-    let mut client = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    client.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut buf = [0u8; 256];
-    for _ in 0..REQUESTS {
-        client.write_all(b"GET /peek HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n").expect("send");
-        let mut got = Vec::new();
-        while !got.ends_with(b"ok") {
-            let n = client.read(&mut buf).expect("response");
-            assert!(n > 0, "server closed");
-            got.extend_from_slice(&buf[..n]);
-        }
-    }
+    attach_support::keep_alive_requests(port, b"GET /peek HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n", REQUESTS);
     server.join().expect("server");
     std::thread::sleep(Duration::from_millis(300));
     let raw = collector.finish(&target, None).expect("finish");

@@ -7,9 +7,11 @@
 //! HTTP of the target; after the refresh, `REQUESTS` requests on a keep-alive connection are
 //! decoded, each once, with their statuses.
 
+mod attach_support;
+
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::time::Duration;
 
 use profiler::collect::{Collector, Options, Unwind};
@@ -39,18 +41,7 @@ fn a_port_opened_after_attach_is_captured_after_the_refresh() {
     let port = listener.local_addr().unwrap().port();
     collector.note_processes(&BTreeSet::from([pid]));
     let server = std::thread::spawn(move || serve(listener));
-    let mut client = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    client.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut buf = [0u8; 256];
-    for _ in 0..REQUESTS {
-        client.write_all(b"GET /late HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n").expect("send");
-        let mut got = Vec::new();
-        while !got.ends_with(b"ok") {
-            let n = client.read(&mut buf).expect("response");
-            assert!(n > 0, "server closed");
-            got.extend_from_slice(&buf[..n]);
-        }
-    }
+    attach_support::keep_alive_requests(port, b"GET /late HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n", REQUESTS);
     server.join().expect("server");
     std::thread::sleep(Duration::from_millis(300));
     let raw = collector.finish(&target, None).expect("finish");

@@ -1,8 +1,8 @@
-//! Helpers shared by the `attach_*` known-answer tests: locating the example binaries,
-//! spawning them, and mapping function symbols of an ELF file to the address ranges they
-//! occupy in a running process (ELF symbol table via `object`, load address from
-//! `/proc/PID/maps`), so that raw sampled addresses can be checked without the symbolizer
-//! under test.
+//! Helpers shared by the tests that attach for real (`attach_*`, `unwind_*`, `wire_peek`,
+//! `wire_ports`): locating the example binaries, spawning them, mapping function symbols of
+//! an ELF file to the address ranges they occupy in a running process (ELF symbol table via
+//! `object`, load address from `/proc/PID/maps`) so that raw sampled addresses can be
+//! checked without the symbolizer under test, and a keep-alive HTTP client.
 
 #![allow(dead_code)]
 
@@ -126,4 +126,24 @@ pub fn first_frame_in(user: &[u64], ranges: &[Range<u64>]) -> Option<usize> {
         let pc = if i == 0 { addr } else { addr - 1 };
         ranges.iter().position(|r| r.contains(&pc))
     })
+}
+
+/// A keep-alive HTTP client for the wire-capture tests: connects to `127.0.0.1:port` and sends
+/// `request` `n` times on one connection, each after the previous response, reading every
+/// response up to its body `ok` (the tests' servers answer `ok`). Panics on a closed
+/// connection or after 5 s without a response.
+pub fn keep_alive_requests(port: u16, request: &[u8], n: u64) {
+    use std::io::Read;
+    let mut client = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    client.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+    let mut buf = [0u8; 256];
+    for _ in 0..n {
+        client.write_all(request).expect("send");
+        let mut got = Vec::new();
+        while !got.ends_with(b"ok") {
+            let n = client.read(&mut buf).expect("response");
+            assert!(n > 0, "server closed");
+            got.extend_from_slice(&buf[..n]);
+        }
+    }
 }
