@@ -8,9 +8,13 @@
 //! Sizes: 3 measured runs of 5 s per side (the spread), one profiled run of 5 s at 4,999 Hz.
 //! The double parse costs about 1% of deals-create's CPU (2-3 µs of about 200 µs per request):
 //! at 99 Hz a profiled run holds 1-2 of its samples, at 4,999 Hz 40-45, enough to call it.
-//! `--noise-floor 20`: on this shared 2-CPU machine two benches of the same code a minute apart
-//! differed by up to 13.5% in req/s and 15.3% in CPU per request (other builds running), more
-//! than the spread of either side's own runs.
+//! `--noise-floor 35`: on this shared 2-CPU machine the speed of the whole machine drifts over
+//! tens of seconds, more than the spread of a bench's own runs. Two benches of the same code
+//! two apart (as `all-1` and `all-2` here) differed by up to 25% in req/s and 27% in app CPU per
+//! request (2026-12-01, seven benches in a row, nothing else running: medians 2,970, 2,476,
+//! 2,879, 3,265, 3,493, 3,437, 2,557 req/s; one CI run failed at 20 with 3,446 -> 2,572 req/s
+//! and 164 -> 225 µs/req). `/json` under a fixed wrk load moved 67k -> 50k -> 66k req/s within a
+//! minute on the same app process.
 
 use std::path::Path;
 use std::process::Command;
@@ -34,7 +38,7 @@ fn diff(profiler: &str, base: &Path, head: &Path, out: &Path) -> (i32, Value) {
     let o = Command::new(profiler)
         .arg("diff")
         .args([base, head])
-        .args(["--noise-floor", "20", "--format", "json", "--out"])
+        .args(["--noise-floor", "35", "--format", "json", "--out"])
         .arg(out)
         .output()
         .expect("run profiler diff");
@@ -43,6 +47,11 @@ fn diff(profiler: &str, base: &Path, head: &Path, out: &Path) -> (i32, Value) {
     let file: Value = serde_json::from_str(&std::fs::read_to_string(out.join("diff.json")).unwrap()).unwrap();
     assert_eq!(json, file, "stdout and diff.json differ");
     (o.status.code().unwrap_or(-1), json)
+}
+
+/// The rows whose change is beyond noise (headline rows included, which `top` leaves out).
+fn beyond(rows: &Value) -> Value {
+    Value::Array(rows.as_array().unwrap().iter().filter(|r| r["significance"] == "beyond").cloned().collect())
 }
 
 fn describe(rows: &Value) -> String {
@@ -82,7 +91,7 @@ fn diff_names_the_double_parse_and_says_no_change_for_the_same_code() {
     for r in t["top"].as_array().unwrap() {
         assert!(related.is_match(r["name"].as_str().unwrap()), "an unrelated change beyond noise: {r}");
     }
-    assert_eq!(d["verdict"], "profile_changed", "{}", describe(&t["rows"]));
+    assert_eq!(d["verdict"], "profile_changed", "beyond noise:\n{}", describe(&beyond(&t["rows"])));
     assert_eq!(code, 0);
     let md = std::fs::read_to_string(out.join("diff.md")).unwrap();
     assert!(md.starts_with("## profiler diff: no change in throughput or CPU per request beyond noise; the profile changed beyond noise"), "{md}");
@@ -98,7 +107,7 @@ fn diff_names_the_double_parse_and_says_no_change_for_the_same_code() {
     let (code, d) = diff(profiler, &all1, &all2, &out);
     let t = &d["tests"][0];
     eprintln!("all -> all: verdict {}; rows:\n{}", d["verdict"], describe(&t["rows"]));
-    assert_eq!(d["verdict"], "no_change", "beyond noise: {}", describe(&t["top"]));
+    assert_eq!(d["verdict"], "no_change", "beyond noise:\n{}", describe(&beyond(&t["rows"])));
     assert_eq!(code, 0);
     let md = std::fs::read_to_string(out.join("diff.md")).unwrap();
     assert!(md.starts_with("## profiler diff: no change beyond noise\n"), "{md}");
