@@ -141,6 +141,11 @@ impl StackCopy {
         &self.ebpf
     }
 
+    /// CPU time of the drain thread so far, ns (0 before it starts or after it was joined).
+    pub(super) fn drain_cpu_ns(&self) -> u64 {
+        self.thread.as_ref().map_or(0, super::thread_cpu_ns)
+    }
+
     /// Detaches the program, lets the drain thread unwind what is left in the ring buffer,
     /// and returns the aggregated stacks and the report; adds this object's losses to `lost`.
     pub(super) fn finish(mut self, lost: &mut LostCounters) -> Result<(Vec<RawStack>, UnwindReport), CollectError> {

@@ -189,6 +189,8 @@ pub struct Collector {
     attach_time: Duration,
     /// The agent's own CPU time (user + system) when everything was attached, ns.
     self_cpu_at_attach: u64,
+    /// The thread that attached (it runs the collection in [`run`]) and its CPU time then, ns.
+    loop_thread: (std::thread::ThreadId, u64),
     /// Latest CPU-time reading while the target was alive ([`Collector::note_cpu_time`]),
     /// used when the target is gone at the end.
     cpu_last_seen: Option<u64>,
@@ -469,6 +471,7 @@ impl Collector {
             cpu_at_start,
             attach_time: load_started.elapsed(),
             self_cpu_at_attach: self_cpu_ns(),
+            loop_thread: (std::thread::current().id(), current_thread_cpu_ns()),
             cpu_last_seen: cpu_at_start,
             cpus: cpus.len() as u32,
             processes: BTreeMap::new(),
@@ -567,6 +570,24 @@ impl Collector {
         }
     }
 
+    /// CPU time of the agent's own threads since everything was attached, ns: the drain
+    /// threads (on-CPU stacks, wire records) since they started, which is just before, and
+    /// the thread that attached, when it is the calling one (`None` otherwise: its clock is
+    /// not readable from here). Unlike [`Footprint::cpu_ns`] it leaves out the other threads
+    /// of the process (the bench's harness, a progress bar).
+    fn threads_cpu_ns(&self) -> Option<u64> {
+        let (id, at_attach) = self.loop_thread;
+        if std::thread::current().id() != id {
+            return None;
+        }
+        let drains = match &self.on_cpu {
+            Some(OnCpu::Fp(s)) => s.drain_cpu_ns(),
+            Some(OnCpu::StackCopy(s)) => s.drain_cpu_ns(),
+            None => 0,
+        } + self.wire.as_ref().map_or(0, |w| w.drain_cpu_ns());
+        Some(current_thread_cpu_ns().saturating_sub(at_attach) + drains)
+    }
+
     /// Detaches every program, then drains all maps into a [`RawProfile`]. `partial` is
     /// the reason when the run ended early. The target's CPU time is measured from
     /// [`Collector::start`] to now.
@@ -578,6 +599,7 @@ impl Collector {
         let footprint = Footprint {
             attach_ns: self.attach_time.as_nanos() as u64,
             cpu_ns: self_cpu_ns().saturating_sub(self.self_cpu_at_attach),
+            threads_cpu_ns: self.threads_cpu_ns(),
             peak_rss_bytes: self_peak_rss_bytes(),
             bpf_run_ns: stats_on.then(|| stats.iter().map(|p| p.run_time_ns).sum()),
             bpf_run_count: stats_on.then(|| stats.iter().map(|p| p.run_count).sum()),
@@ -663,6 +685,35 @@ where
 {
     let prog = ebpf.program_mut(name).ok_or_else(|| map_error(name, "program missing from the object"))?;
     prog.try_into().map_err(|source| CollectError::Unsupported { program: name, source })
+}
+
+/// CPU time of the calling thread so far, ns (`clock_gettime(CLOCK_THREAD_CPUTIME_ID)`); 0
+/// when it cannot be read.
+pub fn current_thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// CPU time of the running thread behind `handle` so far, ns (its `pthread_getcpuclockid(3)`
+/// clock); 0 when it cannot be read. The thread must not have been joined.
+pub fn thread_cpu_ns<T>(handle: &std::thread::JoinHandle<T>) -> u64 {
+    use std::os::unix::thread::JoinHandleExt;
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: the handle is not joined, so its pthread_t names a live or unjoined thread;
+    // valid out pointer.
+    if unsafe { libc::pthread_getcpuclockid(handle.as_pthread_t(), &mut clock) } != 0 {
+        return 0;
+    }
+    clock_ns(clock)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    // SAFETY: timespec is plain data, clock_gettime fills it.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out pointer.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// CPU time (user + system) of this whole process so far, ns (`getrusage(RUSAGE_SELF)`).

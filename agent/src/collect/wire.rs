@@ -216,6 +216,11 @@ impl WireCapture {
         Ok(())
     }
 
+    /// CPU time of the drain thread so far, ns (0 before it starts or after it was joined).
+    pub(super) fn drain_cpu_ns(&self) -> u64 {
+        self.thread.as_ref().map_or(0, super::thread_cpu_ns)
+    }
+
     /// Detaches the programs, lets the drain thread decode what is left in the ring buffer
     /// and returns the summary with the kernel's counters.
     pub(super) fn finish(mut self) -> Result<(WireSummary, WireCaptureReport), CollectError> {

@@ -74,8 +74,13 @@ impl AgentMode {
 pub struct RunFootprint {
     /// From loading the BPF objects until every program was attached, ms.
     pub attach_ms: f64,
-    /// CPU of the agent's process while attached, % of one CPU over the run.
+    /// CPU of the agent's process while attached, % of one CPU over the run: inside the
+    /// bench this includes the harness's threads (wrk, `/proc` readings).
     pub cpu_pct_of_one_cpu: f64,
+    /// CPU of the agent's own threads while attached (collection and drain threads), % of one
+    /// CPU over the run ([`crate::profile::Footprint::threads_cpu_ns`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads_cpu_pct_of_one_cpu: Option<f64>,
     /// Length of the run, s.
     pub duration_s: f64,
     /// Peak RSS of the agent's process at the end of the collection, MB (10^6 bytes). The
@@ -102,6 +107,7 @@ impl RunFootprint {
         Some(RunFootprint {
             attach_ms: f.attach_ns as f64 / 1e6,
             cpu_pct_of_one_cpu: f.cpu_ns as f64 / duration_ns as f64 * 100.0,
+            threads_cpu_pct_of_one_cpu: f.threads_cpu_ns.map(|ns| ns as f64 / duration_ns as f64 * 100.0),
             duration_s: duration_ns as f64 / 1e9,
             peak_rss_mb_collecting: f.peak_rss_bytes as f64 / 1e6,
             peak_rss_mb_total: collect::self_peak_rss_bytes() as f64 / 1e6,
@@ -138,6 +144,13 @@ pub struct ModeFootprint {
     pub cpu_pct_median: f64,
     /// Largest CPU of the agent's process while attached, % of one CPU.
     pub cpu_pct_max: f64,
+    /// Median CPU of the agent's own threads while attached, % of one CPU, over the runs
+    /// that measured it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads_cpu_pct_median: Option<f64>,
+    /// Largest CPU of the agent's own threads while attached, % of one CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads_cpu_pct_max: Option<f64>,
     /// Largest peak RSS at the end of a collection, MB.
     pub peak_rss_mb_collecting_max: f64,
     /// Largest peak RSS through symbolization and reports, MB.
@@ -177,6 +190,7 @@ fn mode_footprint(results: &OverheadResults, mode: &str, out: &Path) -> ModeFoot
         .collect();
     let col = |f: fn(&RunFootprint) -> f64| runs.iter().map(f).collect::<Vec<f64>>();
     let bpf: Vec<f64> = runs.iter().filter_map(|r| r.bpf_pct_of_one_cpu).collect();
+    let threads: Vec<f64> = runs.iter().filter_map(|r| r.threads_cpu_pct_of_one_cpu).collect();
     ModeFootprint {
         mode: mode.to_string(),
         runs: runs.len() as u32,
@@ -184,6 +198,8 @@ fn mode_footprint(results: &OverheadResults, mode: &str, out: &Path) -> ModeFoot
         attach_ms_max: max(&col(|r| r.attach_ms)),
         cpu_pct_median: median(&col(|r| r.cpu_pct_of_one_cpu)),
         cpu_pct_max: max(&col(|r| r.cpu_pct_of_one_cpu)),
+        threads_cpu_pct_median: (!threads.is_empty()).then(|| median(&threads)),
+        threads_cpu_pct_max: (!threads.is_empty()).then(|| max(&threads)),
         peak_rss_mb_collecting_max: max(&col(|r| r.peak_rss_mb_collecting)),
         peak_rss_mb_total_max: max(&col(|r| r.peak_rss_mb_total)),
         reports_ms_median: median(&col(|r| r.reports_ms)),
@@ -201,14 +217,18 @@ impl OverheadReport {
         ));
         s.push_str(&self.results.markdown_table());
         s.push_str("\nAgent footprint (per mode, over its attached runs):\n\n");
-        s.push_str("| mode | runs | attach ms, median (max) | CPU % of one CPU, median (max) | peak RSS MB collecting / with reports | reports ms, median | BPF % of one CPU |\n|---|---|---|---|---|---|---|\n");
+        s.push_str("| mode | runs | attach ms, median (max) | agent threads' CPU, % of one CPU, median (max) | whole process's CPU (harness included), median (max) | peak RSS MB collecting / with reports | reports ms, median | BPF % of one CPU |\n|---|---|---|---|---|---|---|---|\n");
         for f in &self.footprint {
             s.push_str(&format!(
-                "| {} | {} | {:.0} ({:.0}) | {:.2} ({:.2}) | {:.1} / {:.1} | {:.0} | {} |\n",
+                "| {} | {} | {:.0} ({:.0}) | {} | {:.2} ({:.2}) | {:.1} / {:.1} | {:.0} | {} |\n",
                 f.mode,
                 f.runs,
                 f.attach_ms_median,
                 f.attach_ms_max,
+                match (f.threads_cpu_pct_median, f.threads_cpu_pct_max) {
+                    (Some(m), Some(x)) => format!("{m:.2} ({x:.2})"),
+                    _ => "not measured".to_string(),
+                },
                 f.cpu_pct_median,
                 f.cpu_pct_max,
                 f.peak_rss_mb_collecting_max,

@@ -107,6 +107,14 @@ pub struct Footprint {
     /// programs were attached, ns. Excludes the BPF programs themselves (they run in the
     /// context of the traced tasks) and the symbolization and rendering after the run.
     pub cpu_ns: u64,
+    /// CPU time of the agent's own threads while attached, ns: the collection's thread and
+    /// the drain threads that read the ring buffers (stack unwinding, wire decoding), each
+    /// from its `pthread_getcpuclockid(3)` clock. The part of [`Footprint::cpu_ns`] that is
+    /// the agent's, without the other threads of its process (`profiler bench`'s harness runs
+    /// wrk and reads `/proc` in the same process). `None` in profiles written before it was
+    /// recorded, or when the run was finished from another thread than it was started on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads_cpu_ns: Option<u64>,
     /// Peak resident memory of the agent's process (`VmHWM` of `/proc/self/status`) when the
     /// collection ended, bytes (symbolization and rendering come after; `profiler attach`
     /// prints the peak at exit too).

@@ -64,17 +64,25 @@ fn us(ns: Option<f64>) -> String {
     ns.map_or_else(|| "-".to_string(), |ns| format!("{:.1}", ns / 1e3))
 }
 
-/// The agent's own cost in one line (`agent footprint: ...`): time to attach (ms), its
-/// process's CPU while attached (s and % of one CPU over the run), its peak RSS when the
+/// The agent's own cost in one line (`agent footprint: ...`): time to attach (ms), the CPU
+/// of its own threads while attached (s and % of one CPU over the run) and of its whole
+/// process (%; the two differ inside `profiler bench`), its peak RSS when the
 /// collection ended (MB = 10^6 bytes) and, when BPF run statistics were on, the BPF programs'
 /// run time (s, % of one CPU, ns per run). `None` for profiles without a footprint.
 pub fn footprint_line(meta: &crate::profile::Meta) -> Option<String> {
     let f = meta.footprint.as_ref()?;
+    let cpu = match f.threads_cpu_ns {
+        Some(ns) => format!(
+            "agent threads {:.2} s CPU while attached = {:.1}% of one CPU (whole process {:.1}%)",
+            ns as f64 / 1e9,
+            pct(ns, meta.duration_ns),
+            pct(f.cpu_ns, meta.duration_ns)
+        ),
+        None => format!("{:.2} s CPU while attached = {:.1}% of one CPU", f.cpu_ns as f64 / 1e9, pct(f.cpu_ns, meta.duration_ns)),
+    };
     let mut line = format!(
-        "agent footprint: attached in {:.0} ms, {:.2} s CPU while attached = {:.1}% of one CPU, peak RSS {:.1} MB",
+        "agent footprint: attached in {:.0} ms, {cpu}, peak RSS {:.1} MB",
         f.attach_ns as f64 / 1e6,
-        f.cpu_ns as f64 / 1e9,
-        pct(f.cpu_ns, meta.duration_ns),
         f.peak_rss_bytes as f64 / 1e6
     );
     if let (Some(ns), Some(runs)) = (f.bpf_run_ns, f.bpf_run_count) {
