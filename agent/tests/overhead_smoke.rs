@@ -1,7 +1,8 @@
 //! `profiler bench --overhead --smoke --only json` end to end, for real: throwaway PostgreSQL,
 //! the app in Docker, one A/B pair per agent mode. Checks the shape of `overhead.json` and
-//! `overhead.md`, that every ratio is in (0, 1.5] (no timing assertion beyond "the app kept
-//! running and was not mismeasured by a factor"), that each attached run really ran in its
+//! `overhead.md`, that every ratio is its pair's attached req/s over unattached req/s (no
+//! timing assertion: the speed of this shared machine drifts by 25% within a minute, see
+//! `diff_bench`), that each attached run really ran in its
 //! mode (its `profile.json` has on-CPU samples; syscall statistics only where the mode has
 //! them, wire data only in `everything`) and that the footprint was recorded. Runs as root in
 //! CI (scripts/test builds the workspace first, so `target-app` sits beside `profiler`).
@@ -52,15 +53,17 @@ fn overhead_smoke_measures_every_mode_on_json() {
         assert_eq!(row["test"], "json");
         assert!(row["error"].is_null(), "{mode}: {}", row["error"]);
         assert_eq!(row["pairs"], 1, "{mode}");
+        let pair = &row["runs"][0];
+        let (a, b) = (
+            pair["unattached_req_per_s"].as_f64().unwrap(),
+            pair["attached_req_per_s"].as_f64().unwrap(),
+        );
+        assert!(a > 0.0 && b > 0.0, "{mode}: {pair}");
+        // One pair: its ratio is the median, the minimum and the maximum.
         for key in ["ratio_median", "ratio_min", "ratio_max"] {
             let r = row[key].as_f64().unwrap();
-            assert!(r > 0.0 && r <= 1.5, "{mode}: {key} = {r}");
+            assert!((r - b / a).abs() < 1e-9, "{mode}: {key} = {r}, pair {b} / {a}");
         }
-        let pair = &row["runs"][0];
-        assert!(
-            pair["unattached_req_per_s"].as_f64().unwrap() > 0.0
-                && pair["attached_req_per_s"].as_f64().unwrap() > 0.0
-        );
         assert_eq!(pair["failed_requests"], 0, "{mode}: failed requests");
         let dir = out.path().join(pair["dir"].as_str().unwrap());
         let profile: Value =
@@ -106,14 +109,24 @@ fn overhead_smoke_measures_every_mode_on_json() {
             footprint["reports_ms"].as_f64().unwrap() > 0.0,
             "{mode}: {footprint}"
         );
+        // The agent's own threads are a part of its process (which also runs wrk and the
+        // harness here); the footprint test checks the split against a spinning thread.
+        let threads = footprint["threads_cpu_pct_of_one_cpu"].as_f64().unwrap();
+        let process = footprint["cpu_pct_of_one_cpu"].as_f64().unwrap();
+        assert!(
+            threads > 0.0 && threads <= process,
+            "{mode}: agent threads {threads}%, process {process}%"
+        );
     }
     let footprint = report["footprint"].as_array().unwrap();
     assert_eq!(footprint.len(), 4);
     for f in footprint {
         assert_eq!(f["runs"], 1, "{f}");
         assert!(f["attach_ms_median"].as_f64().unwrap() > 0.0, "{f}");
+        assert!(f["threads_cpu_pct_median"].as_f64().is_some(), "{f}");
     }
     let md = std::fs::read_to_string(out.path().join("overhead.md")).unwrap();
     assert!(md.contains("| json | everything |"), "{md}");
     assert!(md.contains("Agent footprint"), "{md}");
+    assert!(md.contains("agent threads' CPU"), "{md}");
 }
