@@ -95,11 +95,16 @@ fn golden_figures_match_the_raw_files() {
     // - double-json-parse: 8 samples x 1e6/999 / 3734 = 2.14 µs/req, 0 in HEAD;
     // - database round trips (`wire.pg.round_trips`): 26124 / 3734 = 6.996 and 23282 / 3326 =
     //   7.000 per request (target-app/README.md: 7 on deals-create); BEGIN 3732 / 3734 and
-    //   3326 / 3326 (1 a request). With wrk's count they read 7.12 and 1.02.
+    //   3326 / 3326 (1 a request). With wrk's count they read 7.12 and 1.02;
+    // - database CPU per request (`runs[].postgres.cpu_ns` / `runs[].wrk.requests`): BASE
+    //   1.57e9 / 5437, 1.72e9 / 5598, 1.66e9 / 5439 ns -> 288.8, 307.3, 305.2 µs, median 305;
+    //   HEAD 1.56e9 / 5309, 1.57e9 / 5209, 1.51e9 / 5097 -> 293.8, 301.4, 296.3, median 296;
+    //   noise (307.3 - 288.8) + (301.4 - 293.8) = 26.1.
     let md = std::fs::read_to_string(data().join("bench.diff.md")).unwrap();
     for expected in [
         "| req/s | 1796 | 1723 | -72.9 (-4.1%) | ±124 |",
         "| sampled CPU per request (profile) (µs/req) | 184 | 200 |",
+        "| database CPU per request (accounted, /proc) (µs/req) | 305 | 296 | -8.95 (-2.9%) | ±26.1 |",
         "left out of the profile figures: 30 → 23 on-CPU samples of parked runtime workers",
         "| `double-json-parse` | 2.14 | 0 | -2.14 (-100.0%) |",
         "| `all round trips` | 7.00 | 7.00 |",

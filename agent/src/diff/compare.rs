@@ -466,7 +466,7 @@ fn figures(profile: &Profile, requests: Option<u64>, norm: Normalization, rules:
     let syscalls = profile.syscalls.iter().map(|s| (s.name.clone(), s.count)).collect();
     let mut round_trips = BTreeMap::new();
     if let Some(w) = &profile.wire {
-        round_trips.insert("all round trips".to_string(), w.pg.round_trips);
+        round_trips.insert(ALL_ROUND_TRIPS.to_string(), w.pg.round_trips);
         round_trips.insert("pings".to_string(), w.pg.pings);
         for s in &w.pg.statements {
             *round_trips.entry(s.shape.to_string()).or_insert(0) += s.round_trips;
@@ -628,6 +628,12 @@ fn compare_test(b: &TestSide, h: &TestSide, opts: &Options<'_>) -> TestDiff {
             cpu.section = Section::Cpu;
             rows.push(cpu);
         }
+        let (db, dh) = (runs(b, |r| r.db_cpu_us_per_request), runs(h, |r| r.db_cpu_us_per_request));
+        if !db.is_empty() && !dh.is_empty() {
+            let mut cpu = run_row(ROW_DB_CPU_ACCOUNTED, "µs/req", &db, &dh, false, drift);
+            cpu.section = Section::Cpu;
+            rows.push(cpu);
+        }
     } else if !b.runs.is_empty() || !h.runs.is_empty() {
         notes.push("only one side has measured runs: throughput and latency are not compared".into());
     }
@@ -718,7 +724,41 @@ fn compare_test(b: &TestSide, h: &TestSide, opts: &Options<'_>) -> TestDiff {
     rows.extend(section(Section::Layers, cpu_unit, &fb.layers, &fh.layers, fb.k, fh.k, 1));
     rows.extend(section(Section::Frames, cpu_unit, &fb.frames, &fh.frames, fb.k, fh.k, MIN_FRAME_SAMPLES));
     rows.extend(section(Section::SelfFrames, cpu_unit, &fb.self_frames, &fh.self_frames, fb.k, fh.k, MIN_FRAME_SAMPLES));
+    notes.extend(machine_drift(&rows));
     finish(b, h, rows, notes, pct, norm, samples)
+}
+
+/// Smallest change of CPU per request, on both sides of the wire, that [`machine_drift`]
+/// speaks about: 10%.
+pub const DRIFT_MIN_CHANGE: f64 = 0.10;
+
+/// A note when the app's and the database's CPU per request (accounted, measured runs) moved
+/// the same way by about the same share (at least [`DRIFT_MIN_CHANGE`], within 10 points of
+/// each other) while the database round trips per request did not change beyond noise: the
+/// database did the same work per request in more or less CPU time, which is what a machine
+/// that got slower or faster does (the speed of a shared host drifts; two benches of the same
+/// code on the 2-vCPU CI machine read 164 -> 225 µs/req in the app and 267 -> 350 in
+/// PostgreSQL, +37% and +31%, with 7.007 -> 7.010 round trips per request, 2026-12-01).
+fn machine_drift(rows: &[Row]) -> Option<String> {
+    let rel = |name: &str| rows.iter().find(|r| r.section == Section::Cpu && r.name == name).and_then(|r| r.delta_pct.map(|p| (r, p / 100.0)));
+    let ((app, a), (db, d)) = (rel(ROW_CPU_ACCOUNTED)?, rel(ROW_DB_CPU_ACCOUNTED)?);
+    let rt = rows.iter().find(|r| r.section == Section::RoundTrips && r.name == ALL_ROUND_TRIPS)?;
+    let same = a.signum() == d.signum() && a.abs() >= DRIFT_MIN_CHANGE && d.abs() >= DRIFT_MIN_CHANGE && (a - d).abs() <= 0.10;
+    if !same || rt.significance == Significance::Beyond {
+        return None;
+    }
+    Some(format!(
+        "the app's CPU per request moved {:+.0}% ({:.1} → {:.1} µs) and the database's {:+.0}% ({:.1} → {:.1} µs) with the same round trips per request ({:.2} → {:.2}): the database did the same work in {} CPU time, which points at the machine's speed rather than the code; rerun both sides close together, or widen `--noise-floor`",
+        a * 100.0,
+        app.base,
+        app.head,
+        d * 100.0,
+        db.base,
+        db.head,
+        rt.base,
+        rt.head,
+        if d > 0.0 { "more" } else { "less" }
+    ))
 }
 
 fn noise_words(r: &Row) -> String {
@@ -732,6 +772,11 @@ fn noise_words(r: &Row) -> String {
 pub const ROW_REQ_PER_S: &str = "req/s";
 /// Name of the row of the app's CPU per request accounted from `/proc` (measured runs).
 pub const ROW_CPU_ACCOUNTED: &str = "app CPU per request (accounted, /proc)";
+/// Name of the row of the database's CPU per request accounted from `/proc` (measured runs of
+/// a bench that measured PostgreSQL's processes).
+pub const ROW_DB_CPU_ACCOUNTED: &str = "database CPU per request (accounted, /proc)";
+/// Name of the round-trip row that sums every statement shape.
+pub const ALL_ROUND_TRIPS: &str = "all round trips";
 /// Name of the row of sampled CPU per request (the profiles, per request only).
 pub const ROW_CPU_SAMPLED: &str = "sampled CPU per request (profile)";
 
@@ -793,5 +838,42 @@ fn finish(b: &TestSide, h: &TestSide, rows: Vec<Row>, notes: Vec<String>, pct: f
         top,
         regressions,
         notes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cpu(name: &str, base: f64, head: f64, noise: f64) -> Row {
+        row(Section::Cpu, name, "µs/req", base, head, Some(noise), false, None)
+    }
+
+    fn round_trips(base: f64, head: f64, noise: f64) -> Row {
+        row(Section::RoundTrips, ALL_ROUND_TRIPS, "round trips/req", base, head, Some(noise), false, None)
+    }
+
+    #[test]
+    fn the_same_factor_on_both_sides_of_the_wire_is_called_machine_drift() {
+        // The CI run of 2026-12-01 that failed diff_bench (two benches of the same code):
+        // app 163.7 -> 225.3 µs/req, PostgreSQL 0.92 CPUs at 3,446 req/s -> 0.90 at 2,572
+        // (267 -> 350 µs/req), round trips 7.007 -> 7.010.
+        let rows = [cpu(ROW_CPU_ACCOUNTED, 163.7, 225.3, 92.4), cpu(ROW_DB_CPU_ACCOUNTED, 267.0, 350.0, 120.0), round_trips(7.007, 7.010, 1.9)];
+        let note = machine_drift(&rows).expect("a drift note");
+        assert!(note.starts_with("the app's CPU per request moved +38% (163.7 → 225.3 µs) and the database's +31% (267.0 → 350.0 µs) with the same round trips per request (7.01 → 7.01): the database did the same work in more CPU time"), "{note}");
+
+        // Only the app got slower: its code, not the machine.
+        let rows = [cpu(ROW_CPU_ACCOUNTED, 163.7, 225.3, 20.0), cpu(ROW_DB_CPU_ACCOUNTED, 267.0, 272.0, 20.0), round_trips(7.0, 7.0, 1.9)];
+        assert_eq!(machine_drift(&rows), None);
+        // The database got more work per request: the code again (a query added).
+        let rows = [cpu(ROW_CPU_ACCOUNTED, 160.0, 200.0, 20.0), cpu(ROW_DB_CPU_ACCOUNTED, 267.0, 340.0, 20.0), round_trips(7.0, 9.0, 1.0)];
+        assert_eq!(machine_drift(&rows), None);
+        // Opposite directions, or changes below 10%, say nothing.
+        let rows = [cpu(ROW_CPU_ACCOUNTED, 160.0, 200.0, 20.0), cpu(ROW_DB_CPU_ACCOUNTED, 267.0, 220.0, 20.0), round_trips(7.0, 7.0, 1.0)];
+        assert_eq!(machine_drift(&rows), None);
+        let rows = [cpu(ROW_CPU_ACCOUNTED, 160.0, 170.0, 20.0), cpu(ROW_DB_CPU_ACCOUNTED, 267.0, 285.0, 20.0), round_trips(7.0, 7.0, 1.0)];
+        assert_eq!(machine_drift(&rows), None);
+        // Without a wire capture there is no round-trip row to vouch for the same work.
+        assert_eq!(machine_drift(&[cpu(ROW_CPU_ACCOUNTED, 163.7, 225.3, 92.4), cpu(ROW_DB_CPU_ACCOUNTED, 267.0, 350.0, 120.0)]), None);
     }
 }

@@ -120,6 +120,9 @@ pub struct RunFigures {
     pub p99_us: f64,
     /// CPU the app used per request, µs: its `/proc` CPU time over the run / wrk's requests.
     pub cpu_us_per_request: Option<f64>,
+    /// CPU the database's processes used per request, µs (`/proc`, the same way), when the
+    /// bench measured them.
+    pub db_cpu_us_per_request: Option<f64>,
 }
 
 /// One test of one side: its profile and, from a bench, its measured runs.
@@ -997,6 +1000,11 @@ fn load_bench(dir: &Path) -> Result<Side, ImportError> {
                 p50_us: r.wrk.latency.p50_us as f64,
                 p99_us: r.wrk.latency.p99_us as f64,
                 cpu_us_per_request: (r.wrk.requests > 0 && r.app.cpu_ns > 0).then(|| r.app.cpu_ns as f64 / 1e3 / r.wrk.requests as f64),
+                db_cpu_us_per_request: r
+                    .postgres
+                    .as_ref()
+                    .filter(|pg| r.wrk.requests > 0 && pg.cpu_ns > 0)
+                    .map(|pg| pg.cpu_ns as f64 / 1e3 / r.wrk.requests as f64),
             })
             .collect();
         let (profile, requests) = match &t.profiled {
@@ -1061,8 +1069,8 @@ fn load_bench(dir: &Path) -> Result<Side, ImportError> {
 /// - `wrk.requests` over `wrk.duration_us` at most [`MAX_REQ_PER_S`] (a run with requests
 ///   has a duration);
 /// - `wrk.latency.p50_us` and `p99_us` at most [`MAX_LATENCY_US`], p50 not above p99;
-/// - `app.cpu_ns` at most twice what `cpus` CPUs give over the run plus a second (the app's
-///   `/proc` CPU time is read around the run, not exactly over it).
+/// - `app.cpu_ns` and `postgres.cpu_ns` at most twice what `cpus` CPUs give over the run plus
+///   a second (`/proc` CPU time is read around the run, not exactly over it).
 ///
 /// # Errors
 /// What is wrong, naming the field.
@@ -1091,12 +1099,10 @@ fn check_run(run: &bench::results::RunResult, field: &str, cpus: u32) -> Result<
         return Err(format!("{field}.wrk.latency.p50_us = {} is above p99_us = {}", latency.p50_us, latency.p99_us));
     }
     let most_ns = 2.0 * f64::from(cpus.max(1)) * (seconds + 1.0) * 1e9;
-    if run.app.cpu_ns as f64 > most_ns {
-        return Err(format!(
-            "{field}.app.cpu_ns = {} is more than twice what {} CPUs give in a run of {seconds} s and a second",
-            run.app.cpu_ns,
-            cpus.max(1)
-        ));
+    for (name, cpu_ns) in [("app", Some(run.app.cpu_ns)), ("postgres", run.postgres.as_ref().map(|u| u.cpu_ns))] {
+        if let Some(ns) = cpu_ns.filter(|&ns| ns as f64 > most_ns) {
+            return Err(format!("{field}.{name}.cpu_ns = {ns} is more than twice what {} CPUs give in a run of {seconds} s and a second", cpus.max(1)));
+        }
     }
     Ok(())
 }
