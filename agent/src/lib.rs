@@ -8,6 +8,7 @@ pub mod commands;
 pub mod collect;
 pub mod diff;
 pub mod memory;
+pub mod output;
 pub mod profile;
 pub mod render;
 pub mod symbolize;

@@ -93,7 +93,7 @@ impl CallCounts {
     /// The I/O error.
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
         let json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
-        std::fs::write(dir.join("counters.json"), json + "\n")
+        crate::output::write_bytes_replacing(dir.join("counters.json"), json + "\n")
     }
 }
 

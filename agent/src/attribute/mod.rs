@@ -138,7 +138,7 @@ pub fn write_bench_rankings(results: &bench::results::BenchResults, out_dir: &Pa
     let _ = writeln!(combined, "## Model\n\n{}\n", ranking::MODEL_TEXT);
     std::fs::create_dir_all(out_dir).map_err(|e| format!("creating {}: {e}", out_dir.display()))?;
     let path = out_dir.join("ranking.md");
-    std::fs::write(&path, combined).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    crate::output::write_bytes_replacing(&path, combined).map_err(|e| format!("writing {}: {e}", path.display()))?;
     written.push(path);
     Ok(written)
 }

@@ -736,9 +736,9 @@ pub fn write_ranking(
         add_call_counts(&mut r, &c);
     }
     std::fs::create_dir_all(out)?;
-    std::fs::write(out.join("ranking.md"), render_markdown(&r))?;
+    crate::output::write_bytes_replacing(out.join("ranking.md"), render_markdown(&r))?;
     let json = serde_json::to_string_pretty(&r).map_err(std::io::Error::other)?;
-    std::fs::write(out.join("ranking.json"), json + "\n")?;
+    crate::output::write_bytes_replacing(out.join("ranking.json"), json + "\n")?;
     Ok(r)
 }
 

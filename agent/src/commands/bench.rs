@@ -233,7 +233,7 @@ impl ProfileHook for AgentHook {
                 }
             })
             .map_err(|e| format!("{e:#}"))?;
-            if reason == collect::StopReason::Interrupted && raw.meta.partial.as_deref() == Some("interrupted (Ctrl-C)") {
+            if reason == collect::StopReason::Interrupted && raw.meta.partial.as_deref() == Some("interrupted (Ctrl-C or SIGTERM)") {
                 // Stopped by us at the end of the load run: the profile is complete.
                 raw.meta.partial = None;
             }
@@ -383,7 +383,7 @@ fn bench_rules(extra: &[PathBuf]) -> Result<crate::attribute::RuleSet> {
 fn write_outputs(results: &BenchResults, out: &Path, rules: &crate::attribute::RuleSet) -> Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let json = serde_json::to_string_pretty(results).context("serializing results.json")?;
-    std::fs::write(out.join("results.json"), json + "\n").with_context(|| format!("writing {}", out.join("results.json").display()))?;
+    crate::output::write_bytes_replacing(out.join("results.json"), json + "\n").with_context(|| format!("writing {}", out.join("results.json").display()))?;
     // Rankings per test (with wrk's request count and the measured bound) and the combined
     // ranking.md; a failure here leaves the measurements intact.
     let ranking = match crate::attribute::write_bench_rankings(results, out, rules) {
@@ -394,7 +394,7 @@ fn write_outputs(results: &BenchResults, out: &Path, rules: &crate::attribute::R
         }
     };
     let html = render::html::bench_page(results, ranking.as_deref(), out);
-    std::fs::write(out.join("index.html"), html).with_context(|| format!("writing {}", out.join("index.html").display()))?;
+    crate::output::write_bytes_replacing(out.join("index.html"), html).with_context(|| format!("writing {}", out.join("index.html").display()))?;
     Ok(())
 }
 

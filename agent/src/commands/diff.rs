@@ -90,8 +90,8 @@ pub fn run(args: Args) -> Result<u8> {
     let json = serde_json::to_string_pretty(&result).context("serializing diff.json")? + "\n";
     if let Some(out) = &args.out {
         std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-        std::fs::write(out.join("diff.md"), &md).with_context(|| format!("writing {}", out.join("diff.md").display()))?;
-        std::fs::write(out.join("diff.json"), &json).with_context(|| format!("writing {}", out.join("diff.json").display()))?;
+        crate::output::write_bytes_replacing(out.join("diff.md"), &md).with_context(|| format!("writing {}", out.join("diff.md").display()))?;
+        crate::output::write_bytes_replacing(out.join("diff.json"), &json).with_context(|| format!("writing {}", out.join("diff.json").display()))?;
         let several = result.tests.len() > 1;
         for t in &result.tests {
             let (Some(b), Some(h)) = (
@@ -109,10 +109,8 @@ pub fn run(args: Args) -> Result<u8> {
                 let path = out.join(name);
                 let title = if t.name.is_empty() { "Differential flamegraph".to_string() } else { format!("Differential flamegraph: {}", t.name) };
                 let subtitle = format!("widths: {whose} samples; red: more in HEAD, blue: less (BASE scaled {per}, x{scale:.3})");
-                let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-                let mut w = std::io::BufWriter::new(file);
-                diff::write_svg(b, h, scale, widths, &title, &subtitle, &mut w).with_context(|| format!("writing {}", path.display()))?;
-                std::io::Write::flush(&mut w).with_context(|| format!("writing {}", path.display()))?;
+                crate::output::write_replacing(&path, |w| diff::write_svg(b, h, scale, widths, &title, &subtitle, w))
+                    .with_context(|| format!("writing {}", path.display()))?;
             }
         }
     }

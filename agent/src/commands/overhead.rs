@@ -125,7 +125,7 @@ impl RunFootprint {
     /// Writes `footprint.json` into `dir`.
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
         let json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
-        std::fs::write(dir.join("footprint.json"), json + "\n")
+        crate::output::write_bytes_replacing(dir.join("footprint.json"), json + "\n")
     }
 }
 
@@ -295,11 +295,11 @@ pub fn run(
             .with_context(|| format!("creating {}", opts.out_dir.display()))?;
         let json = serde_json::to_string_pretty(&report).context("serializing overhead.json")?;
         let path = opts.out_dir.join("overhead.json");
-        std::fs::write(&path, json + "\n")
+        crate::output::write_bytes_replacing(&path, json + "\n")
             .with_context(|| format!("writing {}", path.display()))?;
         let md = report.markdown();
         let path = opts.out_dir.join("overhead.md");
-        std::fs::write(&path, &md).with_context(|| format!("writing {}", path.display()))?;
+        crate::output::write_bytes_replacing(&path, &md).with_context(|| format!("writing {}", path.display()))?;
         print!("{md}");
         eprintln!(
             "bench: wrote {}",

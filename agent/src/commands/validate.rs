@@ -561,7 +561,7 @@ pub fn run(args: Args) -> Result<u8> {
         outcome
     })?;
     let gains_path = out.join("gains.json");
-    std::fs::write(&gains_path, serde_json::to_string_pretty(&gains)? + "\n").with_context(|| format!("writing {}", gains_path.display()))?;
+    crate::output::write_bytes_replacing(&gains_path, serde_json::to_string_pretty(&gains)? + "\n").with_context(|| format!("writing {}", gains_path.display()))?;
 
     // Scoring.
     let mut missing = Vec::new();
@@ -597,9 +597,9 @@ pub fn run(args: Args) -> Result<u8> {
         gain_failed_requests: gain_failed,
     };
     let json_path = out.join("validation.json");
-    std::fs::write(&json_path, serde_json::to_string_pretty(&v)? + "\n").with_context(|| format!("writing {}", json_path.display()))?;
+    crate::output::write_bytes_replacing(&json_path, serde_json::to_string_pretty(&v)? + "\n").with_context(|| format!("writing {}", json_path.display()))?;
     let md = render_markdown(&v);
-    std::fs::write(out.join("validation.md"), &md).with_context(|| format!("writing {}", out.join("validation.md").display()))?;
+    crate::output::write_bytes_replacing(out.join("validation.md"), &md).with_context(|| format!("writing {}", out.join("validation.md").display()))?;
     println!(
         "validation: precision {} ({} of {} reports), recall {} ({} of {} present rows), mean absolute error {} ({} rows); wrote {}",
         opt_ratio(v.precision),

@@ -7,7 +7,7 @@
 //! Each failure is one [`JsonError`] variant with a one-line message.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::{Profile, SCHEMA_VERSION};
@@ -163,18 +163,16 @@ fn to_object(profile: &Profile) -> serde_json::Value {
     serde_json::Value::Object(out)
 }
 
-/// Writes `profile` to `path` (created or truncated). See [`to_vec`] for the content.
+/// Writes `profile` to `path`, whole ([`crate::output::write_replacing`]: an earlier file
+/// there is replaced only once the new one is complete). See [`to_vec`] for the content.
 ///
 /// # Errors
 /// [`JsonError::Io`] when the file cannot be created or written.
 pub fn write(profile: &Profile, path: &Path) -> Result<(), JsonError> {
-    let io = |source| JsonError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut file = BufWriter::new(File::create(path).map_err(io)?);
     // Straight into the file: the text of a large profile is not held in memory as well.
-    serde_json::to_writer_pretty(&mut file, &to_object(profile)).map_err(|e| io(e.into()))?;
-    file.write_all(b"\n").map_err(io)?;
-    file.flush().map_err(io)
+    crate::output::write_replacing(path, |file| {
+        serde_json::to_writer_pretty(&mut *file, &to_object(profile))?;
+        file.write_all(b"\n")
+    })
+    .map_err(|source| JsonError::Io { path: path.to_path_buf(), source })
 }

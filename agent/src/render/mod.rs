@@ -54,17 +54,13 @@ pub enum RenderError {
     Json(#[from] profile::json::JsonError),
 }
 
-/// Creates `path`, runs `body` on a buffered writer, flushes; errors name `path`.
+/// Writes `path` whole through `body` on a buffered writer ([`crate::output::write_replacing`]);
+/// errors name `path`.
 fn write_file(
     path: PathBuf,
     body: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
 ) -> Result<PathBuf, RenderError> {
-    let result = File::create(&path).and_then(|file| {
-        let mut w = BufWriter::new(file);
-        body(&mut w)?;
-        w.flush()
-    });
-    match result {
+    match crate::output::write_replacing(&path, body) {
         Ok(()) => Ok(path),
         Err(source) => Err(RenderError::Write { path, source }),
     }
