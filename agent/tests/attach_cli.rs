@@ -74,3 +74,49 @@ fn bad_targets_fail_with_one_line() {
     let output = profiler().args(["attach"]).output().unwrap();
     assert_eq!(output.status.code(), Some(2));
 }
+
+#[test]
+fn sigterm_writes_what_was_collected() {
+    let mut child = Spawned::new(&example("ka_two_hot_functions"), &["30"]);
+    assert_eq!(child.read_line(), "ready");
+    let out = tempfile::tempdir().unwrap();
+    let mut attach = profiler()
+        .args(["attach", "--pid", &child.pid().to_string(), "--duration", "30", "--frequency", "199", "--out"])
+        .arg(out.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // SAFETY: kill(2) on the pid of our own child.
+    assert_eq!(unsafe { libc::kill(attach.id() as i32, libc::SIGTERM) }, 0);
+    let started = std::time::Instant::now();
+    let output = attach.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "exit {:?}\nstderr:\n{stderr}", output.status);
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "took {:?} after SIGTERM", started.elapsed());
+    assert!(stderr.contains("stopping; draining and writing what was collected"), "{stderr}");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(out.path().join("profile.json")).unwrap()).unwrap();
+    assert_eq!(json["meta"]["partial"], "interrupted (Ctrl-C or SIGTERM)");
+    let samples: u64 = json["on_cpu"].as_array().unwrap().iter().map(|c| c["count"].as_u64().unwrap()).sum();
+    // About 3 s of a busy thread at 199 Hz before the signal.
+    assert!(samples > 200, "{samples} samples");
+    assert!(out.path().join("flamegraph.svg").is_file());
+}
+
+#[test]
+fn an_unwritable_out_fails_before_collecting() {
+    let mut child = Spawned::new(&example("ka_two_hot_functions"), &["30"]);
+    assert_eq!(child.read_line(), "ready");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let started = std::time::Instant::now();
+    let output = profiler().args(["attach", "--pid", &child.pid().to_string(), "--duration", "30", "--out"]).arg(&file).output().unwrap();
+    // Refused before the 30 s collection.
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "took {:?}", started.elapsed());
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.trim(), format!("profiler: error: cannot write into {}: it is a file, not a folder", file.display()));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
+}

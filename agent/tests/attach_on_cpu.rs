@@ -92,7 +92,7 @@ fn early_stop_still_drains_what_was_collected() {
     .unwrap();
     assert_eq!(reason, StopReason::Interrupted);
     assert!(begin.elapsed() < Duration::from_secs(5));
-    assert_eq!(profile.meta.partial.as_deref(), Some("interrupted (Ctrl-C)"));
+    assert_eq!(profile.meta.partial.as_deref(), Some("interrupted (Ctrl-C or SIGTERM)"));
     assert_samples_match_cpu_time(&profile);
     drop(child);
 

@@ -917,7 +917,7 @@ pub fn run(
     let partial = match (&reason, failure) {
         (_, Some(error)) => Some(format!("error: {error}")),
         (StopReason::Deadline, None) => None,
-        (StopReason::Interrupted, None) => Some("interrupted (Ctrl-C)".to_owned()),
+        (StopReason::Interrupted, None) => Some("interrupted (Ctrl-C or SIGTERM)".to_owned()),
         (StopReason::TargetGone, None) => Some("target exited".to_owned()),
     };
     let profile = collector.finish(target, partial)?;

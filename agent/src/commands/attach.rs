@@ -5,12 +5,14 @@
 //! the target exits, then symbolizes ([`crate::symbolize`]), writes every rendered file
 //! ([`crate::render::write_all`]) into `--out` and prints the summary on stdout.
 //!
-//! Ctrl-C ends the collection early: what was collected is drained and written, and the
-//! profile says why it is partial. Further Ctrl-C presses while the files are written are
-//! ignored (with a message), so an impatient second press never loses the run.
+//! Ctrl-C (SIGINT) or SIGTERM (`kill`, a container runtime stopping the agent) ends the
+//! collection early: what was collected is drained and written, and the profile says why it
+//! is partial. Further signals while the files are written are ignored (with a message), so
+//! an impatient second press never loses the run. `--out` is checked (created, written to)
+//! before anything is loaded, so that a run is not collected for a folder it cannot write.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -106,6 +108,22 @@ fn slug(target: &Target) -> String {
     raw.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' }).collect()
 }
 
+/// Creates `out` (and its parents) when missing, and writes and removes a file in it.
+///
+/// # Errors
+/// `out` is a file, or the folder cannot be created or written (permissions, read-only or
+/// full file system).
+fn check_out_dir(out: &Path) -> anyhow::Result<()> {
+    if out.exists() && !out.is_dir() {
+        bail!("it is a file, not a folder");
+    }
+    std::fs::create_dir_all(out).context("cannot create the folder")?;
+    let probe = out.join(format!(".profiler-write-check-{}", std::process::id()));
+    crate::output::write_bytes_replacing(&probe, b"").context("cannot create a file in it")?;
+    std::fs::remove_file(&probe).context("cannot remove a file from it")?;
+    Ok(())
+}
+
 /// Runs `profiler attach`.
 ///
 /// # Errors
@@ -125,6 +143,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     });
     let mut resolved = target.resolve().with_context(|| format!("cannot resolve {target}"))?;
     tracing::info!(target = %resolved.description, filter = ?resolved.filter, "resolved");
+    // The output folder is checked before anything is collected: a run is not thrown away
+    // at the end for a folder that cannot be written.
+    check_out_dir(&out).with_context(|| format!("cannot write into {}", out.display()))?;
 
     let stop = Arc::new(AtomicBool::new(false));
     let presses = Arc::new(AtomicUsize::new(0));
