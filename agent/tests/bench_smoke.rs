@@ -65,3 +65,19 @@ fn bench_smoke_measures_and_profiles_all_five_tests() {
     let ps = Command::new("docker").args(["ps", "-a", "--format", "{{.Names}}"]).output().unwrap();
     assert!(!String::from_utf8_lossy(&ps.stdout).lines().any(|n| n == "profiler-ci-bench"));
 }
+
+#[test]
+fn a_mistyped_cost_is_refused_before_anything_starts() {
+    // target-app's own parser checks --costs: no database, no container, no 60 s wait for an
+    // app that exits with its configuration error.
+    let started = std::time::Instant::now();
+    let o = Command::new(env!("CARGO_BIN_EXE_profiler"))
+        .args(["bench", "--smoke", "--skip-build", "--only", "json", "--costs", "all,-nope", "--name", "profiler-ci-bad-costs"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("invalid value 'all,-nope' for '--costs <COSTS>': unknown cost `nope` in --costs (known: pool-ping,"), "{stderr}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert!(!stderr.contains("PostgreSQL"), "{stderr}");
+}

@@ -58,7 +58,7 @@ pub struct Args {
     #[arg(long)]
     pub pg_cpus: Option<String>,
     /// `CRM_COSTS` for the app: `all`, `none`, a list, or `all,-name`.
-    #[arg(long, default_value = "all")]
+    #[arg(long, default_value = "all", value_parser = parse_costs)]
     pub costs: String,
     /// Database pool size of the app (the seed's method: 64).
     #[arg(long, default_value_t = 64)]
@@ -412,6 +412,16 @@ pub(crate) async fn stop_signal() {
         _ = tokio::signal::ctrl_c() => {}
         _ = term => {}
     }
+}
+
+/// Checks a `--costs` value with target-app's own parser (`target_app::costs::Costs::parse`),
+/// so that a mistyped name is refused before PostgreSQL and the app are started (the app
+/// would exit with its configuration error, seen only after the bench's 60 s start-up wait).
+///
+/// # Errors
+/// The parser's message, naming the bad entry and the eight known names.
+fn parse_costs(value: &str) -> Result<String, String> {
+    target_app::costs::Costs::parse(value).map(|_| value.to_string()).map_err(|e| e.to_string().replace("CRM_COSTS", "--costs"))
 }
 
 /// Runs `profiler bench`. Returns the process exit code (0 clean, 1 failed requests).
