@@ -174,6 +174,19 @@ fn spawn_per_request_evidence_by_hand() {
     assert!(f.evidence[0].starts_with("2 of the app's 100"), "{}", f.evidence[0]);
     assert!(f.evidence[1].starts_with("6 of the app's 100"), "{}", f.evidence[1]);
     assert!(f.frames.iter().any(|x| x.frame.starts_with("tokio::task::spawn::spawn_inner<")), "{:?}", f.frames);
+    assert_eq!(f.evidence.last().unwrap(), profiler::attribute::costs::SPAWNS_NOT_COUNTED);
+
+    // With the bench's uprobe count, the count replaces the line that says there is none
+    // (both stood in the bench's ranking.md).
+    let mut r = ranked(&p, req, None);
+    let counts = profiler::attribute::counters::CallCounts {
+        counts: vec![profiler::attribute::counters::CallCount { name: "tokio_tasks_spawned".into(), what: "x".into(), probes: 1, count: 100 }],
+        unavailable: vec![],
+    };
+    profiler::attribute::ranking::add_call_counts(&mut r, &counts);
+    let f = cost(&r, "spawn-per-request").unwrap();
+    assert!(!f.evidence.iter().any(|e| e == profiler::attribute::costs::SPAWNS_NOT_COUNTED), "{:?}", f.evidence);
+    assert_eq!(f.evidence.last().unwrap(), &format!("uprobe count: 100 tokio tasks spawned (OwnedTasks::bind_inner) for {req} requests, {:.2} per request (all tasks: the pipeline's and the libraries', e.g. a driver's per-release task)", 100.0 / req as f64));
 }
 
 #[test]

@@ -503,9 +503,13 @@ pub fn spawn_per_request(ctx: &Ctx<'_>) -> Option<Finding> {
     f.evidence.push(ctx.samples_line("in tokio spawn calls whose future returns an HTTP response", spawn_samples));
     f.evidence.push(ctx.samples_line("run inside tasks whose future returns an HTTP response (the pipeline moved into a task per request)", task_samples));
     f.evidence.push(ctx.samples_line("counted as the cost: the spawn calls plus the runtime's own work (self time in tokio) in those tasks", cost_samples));
-    f.evidence.push("spawns per request are not counted (no uprobe on the spawn path by default): the frames show the pattern, not the count".into());
+    f.evidence.push(SPAWNS_NOT_COUNTED.into());
     Some(f)
 }
+
+/// The `spawn-per-request` evidence line of a run without spawn counts; replaced by the count
+/// when the run had its uprobe ([`super::ranking::add_call_counts`]).
+pub const SPAWNS_NOT_COUNTED: &str = "spawns per request are not counted (no uprobe on the spawn path by default): the frames show the pattern, not the count";
 
 /// Lock frames: std `Mutex`/`RwLock` (futex implementation and poison wrappers), `lock_api`
 /// and `parking_lot` lock/read/write.

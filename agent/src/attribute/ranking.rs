@@ -364,6 +364,7 @@ pub fn add_call_counts(r: &mut Ranking, counts: &super::counters::CallCounts) {
         let per = spawned as f64 / n as f64;
         if let Some(c) = r.costs.iter_mut().find(|c| c.finding.id == "spawn-per-request") {
             c.finding.counts_per_request.insert("tasks_spawned".into(), per);
+            c.finding.evidence.retain(|e| e != super::costs::SPAWNS_NOT_COUNTED);
             c.finding.evidence.push(format!(
                 "uprobe count: {spawned} tokio tasks spawned (OwnedTasks::bind_inner) for {n} requests, {per:.2} per request (all tasks: the pipeline's and the libraries', e.g. a driver's per-release task)"
             ));
