@@ -42,6 +42,14 @@ pub enum DockerError {
         #[source]
         source: std::io::Error,
     },
+    /// A container of that name exists that this process may not replace ([`replaceable`]).
+    #[error("a container named {name} exists and {owner}: pass another --name, or remove it first (docker rm -f {name})")]
+    InUse {
+        /// The container name.
+        name: String,
+        /// Whose it is.
+        owner: String,
+    },
     /// `ldd` failed or reported a missing library.
     #[error("ldd {binary}: {message}")]
     Ldd {
@@ -189,6 +197,16 @@ pub async fn run_container(docker: &Docker, spec: &RunSpec) -> Result<Running, D
 /// parent keeps seeing the app across a restart, which gives a new container id. The engine
 /// creates the parent directories; [`remove_cgroup_parent`] removes them once empty.
 pub async fn run_container_in(docker: &Docker, spec: &RunSpec, cgroup_parent: Option<&str>) -> Result<Running, DockerError> {
+    match docker.inspect_container(&spec.name, None::<InspectContainerOptions>).await {
+        Ok(info) => {
+            let labels = info.config.and_then(|c| c.labels);
+            let running = info.state.and_then(|s| s.running).unwrap_or(false);
+            replaceable(labels.as_ref(), running, std::process::id(), pid_alive)
+                .map_err(|owner| DockerError::InUse { name: spec.name.clone(), owner })?;
+        }
+        Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => {}
+        Err(source) => return Err(DockerError::Api { context: format!("inspect container {}", spec.name), source }),
+    }
     remove_container(docker, &spec.name).await?;
     let host = HostConfig {
         network_mode: Some("host".into()),
@@ -198,6 +216,7 @@ pub async fn run_container_in(docker: &Docker, spec: &RunSpec, cgroup_parent: Op
         ..Default::default()
     };
     let body = ContainerCreateBody {
+        labels: Some([(OWNER_LABEL.to_string(), std::process::id().to_string())].into()),
         image: Some(spec.image.clone()),
         cmd: Some(spec.cmd.clone()),
         env: Some(spec.env.clone()),
@@ -220,6 +239,33 @@ pub async fn run_container_in(docker: &Docker, spec: &RunSpec, cgroup_parent: Op
         .map_err(|source| DockerError::Api { context: format!("inspect container {}", spec.name), source })?;
     let pid = info.state.and_then(|s| s.pid).unwrap_or(0);
     Ok(Running { id: created.id, pid: u32::try_from(pid).unwrap_or(0), started })
+}
+
+/// Label of every container [`run_container_in`] creates: the pid of the process that created
+/// it (a `profiler bench`, or a test).
+pub const OWNER_LABEL: &str = "profiler.bench.pid";
+
+/// Whether an existing container with `labels`, running or not, may be replaced by process
+/// `me`: yes when it carries [`OWNER_LABEL`] and is `me`'s (an app restart) or its process is
+/// gone (`alive` false: a leftover of a bench that was killed), or when it is stopped and
+/// another live bench's. A container without the label was not started by a bench (someone's
+/// own `navree`): never. `Err` says whose it is.
+pub fn replaceable(labels: Option<&std::collections::HashMap<String, String>>, running: bool, me: u32, alive: impl Fn(u32) -> bool) -> Result<(), String> {
+    let Some(owner) = labels.and_then(|l| l.get(OWNER_LABEL)) else {
+        return Err("was not started by profiler bench".into());
+    };
+    match owner.parse::<u32>() {
+        Ok(pid) if pid == me || !alive(pid) || !running => Ok(()),
+        Ok(pid) => Err(format!("belongs to another profiler bench (pid {pid}), which is still running")),
+        Err(_) => Err(format!("has a {OWNER_LABEL} label that is not a pid ({owner:?})")),
+    }
+}
+
+/// True when a process `pid` exists (`kill(pid, 0)`: no error, or EPERM).
+fn pid_alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else { return false };
+    // SAFETY: signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid, 0) == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM) }
 }
 
 /// Removes a container by name or id (forced: a running one is killed). Absent is not an error.
@@ -283,6 +329,22 @@ pub async fn running_names(docker: &Docker) -> Result<Vec<String>, DockerError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_bench_s_own_or_abandoned_containers_are_replaced() {
+        let owned = |pid: &str| std::collections::HashMap::from([(OWNER_LABEL.to_string(), pid.to_string())]);
+        let alive = |pid: u32| pid == 10 || pid == 20;
+        // Someone's own container of that name, running or not.
+        assert_eq!(replaceable(None, true, 10, alive), Err("was not started by profiler bench".into()));
+        assert_eq!(replaceable(Some(&Default::default()), false, 10, alive), Err("was not started by profiler bench".into()));
+        // This bench's own (an app restart), and a killed bench's leftover.
+        assert_eq!(replaceable(Some(&owned("10")), true, 10, alive), Ok(()));
+        assert_eq!(replaceable(Some(&owned("30")), true, 10, alive), Ok(()));
+        // Another bench that still runs: only once its container stopped.
+        assert_eq!(replaceable(Some(&owned("20")), true, 10, alive), Err("belongs to another profiler bench (pid 20), which is still running".into()));
+        assert_eq!(replaceable(Some(&owned("20")), false, 10, alive), Ok(()));
+        assert!(replaceable(Some(&owned("x")), true, 10, alive).unwrap_err().contains("not a pid"));
+    }
 
     #[test]
     fn ldd_of_a_dynamic_binary_lists_libc_and_the_loader() {

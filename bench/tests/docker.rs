@@ -24,6 +24,24 @@ async fn an_imported_rootfs_runs_as_a_container_on_the_host_network() {
     let netns_host = std::fs::read_link("/proc/self/ns/net").unwrap();
     assert_eq!(netns_container, netns_host, "the container must share the host network namespace");
     assert!(docker::running_names(&d).await.unwrap().contains(&name));
+    // Starting it again from this process replaces this process's own container.
+    let again = docker::run_container(&d, &spec).await.unwrap();
+    assert_ne!(again.id, running.id);
+
+    // A container of the same kind that no bench started (no owner label) is never replaced.
+    let foreign = format!("profiler-test-foreign-{}", std::process::id());
+    let status = std::process::Command::new("docker")
+        .args(["run", "-d", "--network", "host", "--name", &foreign, "profiler-test-sleep:t1", "/bin/sleep", "30"])
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    let err = docker::run_container(&d, &RunSpec { name: foreign.clone(), ..spec.clone() }).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("a container named {foreign} exists and was not started by profiler bench: pass another --name, or remove it first (docker rm -f {foreign})")
+    );
+    assert!(docker::running_names(&d).await.unwrap().contains(&foreign), "the foreign container was touched");
+    docker::remove_container(&d, &foreign).await.unwrap();
     docker::remove_container(&d, &name).await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!docker::running_names(&d).await.unwrap().contains(&name));
