@@ -223,7 +223,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // The rest of the footprint: what symbolizing and writing the reports cost.
     writeln!(
         stdout,
-        "agent after the run: {:.0} ms from start to attached, reports written in {:.0} ms, peak RSS {:.1} MB through symbolization and reports",
+        "agent after the run: {:.0} ms from the command's start to attached (resolving the target and reading the rules included; 'attached in' above counts from loading the BPF objects), reports written in {:.0} ms, peak RSS {:.1} MB through symbolization and reports",
         attached_after.unwrap_or_default().as_secs_f64() * 1e3,
         reports_started.elapsed().as_secs_f64() * 1e3,
         collect::self_peak_rss_bytes() as f64 / 1e6

@@ -443,9 +443,11 @@ pub fn run(args: Args) -> Result<u8> {
     if args.serve {
         return runtime.block_on(async {
             let mut env = bench::run::Environment::start(&opts, &progress).await?;
+            // The path of this very binary: `profiler` is usually not on PATH (target/release).
+            let exe = std::env::current_exe().map_or_else(|_| "profiler".to_string(), |p| p.display().to_string());
             let mut attach = match &env.target.container {
-                Some(name) => format!("sudo profiler attach --container {name}"),
-                None => format!("sudo profiler attach --cgroup {}", env.target.cgroup.as_ref().map_or(String::new(), |c| c.display().to_string())),
+                Some(name) => format!("sudo {exe} attach --container {name}"),
+                None => format!("sudo {exe} attach --cgroup {}", env.target.cgroup.as_ref().map_or(String::new(), |c| c.display().to_string())),
             };
             if env.target.db_port != 5432 {
                 attach.push_str(&format!(" --db-port {}", env.target.db_port));
