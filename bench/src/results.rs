@@ -195,6 +195,11 @@ pub struct BenchResults {
     pub tests: Vec<TestResult>,
     /// The drift check, with `--drift`.
     pub drift: Option<Drift>,
+    /// Why the run ended before every test was measured (interrupted, an error), and which
+    /// tests are missing; `None` for a complete run. A test is in [`BenchResults::tests`] only
+    /// once all its runs were measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<String>,
 }
 
 impl BenchResults {
@@ -203,10 +208,21 @@ impl BenchResults {
         self.tests.iter().map(|t| t.failed_requests).sum()
     }
 
-    /// The summary table printed at the end of a run (plain text, one row per test).
+    /// Marks the results partial: `why` the run ended, and the tests of the settings that
+    /// have no result.
+    pub fn mark_partial(&mut self, why: &str) {
+        let missing: Vec<&str> = self.settings.tests.iter().filter(|t| !self.tests.iter().any(|r| r.test == **t)).map(|t| t.name()).collect();
+        self.partial = Some(if missing.is_empty() { why.to_string() } else { format!("{why}; not measured: {}", missing.join(", ")) });
+    }
+
+    /// The summary table printed at the end of a run (plain text, one row per test), after a
+    /// `PARTIAL:` line when the run ended early.
     pub fn summary_table(&self) -> String {
         use std::fmt::Write;
         let mut s = String::new();
+        if let Some(p) = &self.partial {
+            let _ = writeln!(s, "PARTIAL: {p}");
+        }
         let _ = writeln!(
             s,
             "{:<13} {:>10} {:>8} {:>8} {:>8} {:>7} {:>7} {:>9} {:>12}",
@@ -250,5 +266,39 @@ impl BenchResults {
             );
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interrupted_run_names_why_and_what_is_missing() {
+        let mut r = BenchResults::default();
+        r.settings.tests = vec![Test::Json, Test::Db, Test::DealsCreate];
+        r.tests.push(TestResult {
+            test: Test::Json,
+            request: Test::Json.request().to_string(),
+            runs: vec![],
+            median_index: 0,
+            req_per_s: 1.0,
+            latency: Latency::default(),
+            failed_requests: 0,
+            app_peak_rss_bytes: 0,
+            profiled: None,
+            profile_error: None,
+        });
+        r.mark_partial("interrupted (Ctrl-C or SIGTERM)");
+        assert_eq!(r.partial.as_deref(), Some("interrupted (Ctrl-C or SIGTERM); not measured: db, deals-create"));
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["partial"], "interrupted (Ctrl-C or SIGTERM); not measured: db, deals-create");
+        r.tests.clear(); // the table's rows need measured runs
+        assert!(r.summary_table().starts_with("PARTIAL: interrupted (Ctrl-C or SIGTERM); not measured: db, deals-create\n"));
+        // A complete run has no such field, and files without it still read.
+        let complete = BenchResults::default();
+        assert!(serde_json::to_value(&complete).unwrap().get("partial").is_none());
+        let back: BenchResults = serde_json::from_value(serde_json::to_value(&complete).unwrap()).unwrap();
+        assert_eq!(back.partial, None);
     }
 }

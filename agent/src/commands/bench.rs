@@ -495,7 +495,10 @@ pub fn run(args: Args) -> Result<u8> {
             }
         });
     }
-    let results = results.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut results = results.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if let Err(e) = &outcome {
+        results.mark_partial(&format!("{e:#}"));
+    }
     let measured_anything = !results.tests.is_empty() || results.conformance.passed + results.conformance.failed > 0;
     if measured_anything {
         write_outputs(&results, &opts.out_dir, &rules)?;

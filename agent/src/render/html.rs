@@ -131,6 +131,9 @@ pub fn bench_page(r: &BenchResults, ranking_md: Option<&str>, out_dir: &std::pat
         r.settings.warmup_s,
         r.settings.connections
     );
+    if let Some(p) = &r.partial {
+        let _ = write!(h, r#"<p class="warn"><strong>Partial run:</strong> {}</p>"#, escape(p));
+    }
 
     // Headline numbers.
     h.push_str(r#"<section class="cards">"#);
