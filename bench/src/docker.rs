@@ -261,6 +261,24 @@ pub fn replaceable(labels: Option<&std::collections::HashMap<String, String>>, r
     }
 }
 
+/// Removes the container `name` only when this process created it ([`OWNER_LABEL`]): the
+/// clean-up after an interrupted or failed bench, which must not remove a container that it
+/// refused to replace ([`replaceable`]). Absent, or someone else's, is not an error.
+pub async fn remove_own_container(docker: &Docker, name: &str) -> Result<(), DockerError> {
+    match docker.inspect_container(name, None::<InspectContainerOptions>).await {
+        Ok(info) => {
+            let owner = info.config.and_then(|c| c.labels).and_then(|l| l.get(OWNER_LABEL).cloned());
+            if owner == Some(std::process::id().to_string()) {
+                remove_container(docker, name).await
+            } else {
+                Ok(())
+            }
+        }
+        Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(()),
+        Err(source) => Err(DockerError::Api { context: format!("inspect container {name}"), source }),
+    }
+}
+
 /// True when a process `pid` exists (`kill(pid, 0)`: no error, or EPERM).
 fn pid_alive(pid: u32) -> bool {
     let Ok(pid) = i32::try_from(pid) else { return false };

@@ -41,6 +41,9 @@ async fn an_imported_rootfs_runs_as_a_container_on_the_host_network() {
         format!("a container named {foreign} exists and was not started by profiler bench: pass another --name, or remove it first (docker rm -f {foreign})")
     );
     assert!(docker::running_names(&d).await.unwrap().contains(&foreign), "the foreign container was touched");
+    // The clean-up after a failed bench removes only its own container.
+    docker::remove_own_container(&d, &foreign).await.unwrap();
+    assert!(docker::running_names(&d).await.unwrap().contains(&foreign), "the clean-up removed the foreign container");
     docker::remove_container(&d, &foreign).await.unwrap();
     docker::remove_container(&d, &name).await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;

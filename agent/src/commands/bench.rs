@@ -490,7 +490,7 @@ pub fn run(args: Args) -> Result<u8> {
         runtime.block_on(async move {
             if docker {
                 if let Ok(d) = bench::docker::connect().await {
-                    let _ = bench::docker::remove_container(&d, &name).await;
+                    let _ = bench::docker::remove_own_container(&d, &name).await;
                 }
             }
         });

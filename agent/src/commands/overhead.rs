@@ -275,7 +275,7 @@ pub fn run(
         let name = opts.name.clone();
         runtime.block_on(async move {
             if let Ok(d) = bench::docker::connect().await {
-                let _ = bench::docker::remove_container(&d, &name).await;
+                let _ = bench::docker::remove_own_container(&d, &name).await;
             }
         });
     }
