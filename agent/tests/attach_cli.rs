@@ -80,7 +80,7 @@ fn sigterm_writes_what_was_collected() {
     let mut child = Spawned::new(&example("ka_two_hot_functions"), &["30"]);
     assert_eq!(child.read_line(), "ready");
     let out = tempfile::tempdir().unwrap();
-    let mut attach = profiler()
+    let attach = profiler()
         .args(["attach", "--pid", &child.pid().to_string(), "--duration", "30", "--frequency", "199", "--out"])
         .arg(out.path())
         .stdout(std::process::Stdio::piped())
