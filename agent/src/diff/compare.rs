@@ -8,7 +8,8 @@
 //! ([`Normalization::PerSample`]): CPU figures as % of on-CPU samples, and no count rows.
 //!
 //! # Noise
-//! - **Run figures** (bench: req/s, latency p50/p99, the app's CPU per request from `/proc`):
+//! - **Run figures** (bench: req/s, latency p50/p99, the app's and the database's CPU per
+//!   request from `/proc`; see [`machine_drift`] for what the two together tell):
 //!   each side has several measured runs; a change of the medians is called only when it is
 //!   larger than the two sides' spreads (max - min) added together. With fewer than 2 runs on a
 //!   side, significance is unknown.
