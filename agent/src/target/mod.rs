@@ -434,12 +434,7 @@ mod tests {
         // Burn 200 ms of this thread's own CPU (not of wall time: a busy machine gives the
         // thread less than that in 200 ms) so the counters move, then compare with the
         // kernel's getrusage.
-        let thread_cpu_ns = || {
-            let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-            // SAFETY: t is a valid out pointer.
-            assert_eq!(unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) }, 0);
-            t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
-        };
+        let thread_cpu_ns = crate::collect::current_thread_cpu_ns;
         let start = thread_cpu_ns();
         let mut x = 0u64;
         while thread_cpu_ns() - start < 200_000_000 {
