@@ -197,15 +197,8 @@ pub async fn run_container(docker: &Docker, spec: &RunSpec) -> Result<Running, D
 /// parent keeps seeing the app across a restart, which gives a new container id. The engine
 /// creates the parent directories; [`remove_cgroup_parent`] removes them once empty.
 pub async fn run_container_in(docker: &Docker, spec: &RunSpec, cgroup_parent: Option<&str>) -> Result<Running, DockerError> {
-    match docker.inspect_container(&spec.name, None::<InspectContainerOptions>).await {
-        Ok(info) => {
-            let labels = info.config.and_then(|c| c.labels);
-            let running = info.state.and_then(|s| s.running).unwrap_or(false);
-            replaceable(labels.as_ref(), running, std::process::id(), pid_alive)
-                .map_err(|owner| DockerError::InUse { name: spec.name.clone(), owner })?;
-        }
-        Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => {}
-        Err(source) => return Err(DockerError::Api { context: format!("inspect container {}", spec.name), source }),
+    if let Some((labels, running)) = existing(docker, &spec.name).await? {
+        replaceable(labels.as_ref(), running, std::process::id(), pid_alive).map_err(|owner| DockerError::InUse { name: spec.name.clone(), owner })?;
     }
     remove_container(docker, &spec.name).await?;
     let host = HostConfig {
@@ -265,16 +258,18 @@ pub fn replaceable(labels: Option<&std::collections::HashMap<String, String>>, r
 /// clean-up after an interrupted or failed bench, which must not remove a container that it
 /// refused to replace ([`replaceable`]). Absent, or someone else's, is not an error.
 pub async fn remove_own_container(docker: &Docker, name: &str) -> Result<(), DockerError> {
+    let mine = existing(docker, name).await?.and_then(|(labels, _)| labels).and_then(|l| l.get(OWNER_LABEL).cloned()) == Some(std::process::id().to_string());
+    if mine {
+        remove_container(docker, name).await?;
+    }
+    Ok(())
+}
+
+/// The labels of the container `name` and whether it runs; `None` when there is none.
+async fn existing(docker: &Docker, name: &str) -> Result<Option<(Option<std::collections::HashMap<String, String>>, bool)>, DockerError> {
     match docker.inspect_container(name, None::<InspectContainerOptions>).await {
-        Ok(info) => {
-            let owner = info.config.and_then(|c| c.labels).and_then(|l| l.get(OWNER_LABEL).cloned());
-            if owner == Some(std::process::id().to_string()) {
-                remove_container(docker, name).await
-            } else {
-                Ok(())
-            }
-        }
-        Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(()),
+        Ok(info) => Ok(Some((info.config.and_then(|c| c.labels), info.state.and_then(|s| s.running).unwrap_or(false)))),
+        Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(None),
         Err(source) => Err(DockerError::Api { context: format!("inspect container {name}"), source }),
     }
 }
