@@ -12,11 +12,14 @@
 //! would give (an instruction pointer inside the mapping, the stack pointer of the copied
 //! stack); the stack is taken from the live process's `/proc/PID/mem`.
 
+mod attach_support;
+
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use attach_support::spawn_copied;
 use profiler::unwind::{Mode, Sample, StackEnd, Unwinder, RESCAN_EVERY};
 
 /// Start of the first executable mapping of a file whose path ends in `suffix`, with its
@@ -56,7 +59,7 @@ fn binary_replaced_and_reexecuted_is_noticed() {
     std::fs::copy("/usr/bin/dash", &app).expect("copying dash (the test needs /usr/bin/dash)");
     // The shell waits for a line, then re-executes the file at its own path.
     let script = format!("read x; exec {} -c 'read y'", app.display());
-    let mut child = Command::new(&app).args(["-c", &script]).stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
+    let mut child = spawn_copied(Command::new(&app).args(["-c", &script]).stdin(Stdio::piped()).stdout(Stdio::null()));
     let pid = child.id();
     // Wait for libc too: the kernel maps the binary and ld.so at exec, ld.so maps libc later;
     // a first scan between the two loaded libc at the second scan and counted one binary too
@@ -122,7 +125,7 @@ struct Shell {
 impl Shell {
     /// Starts `path -c 'read x'`; returns it, its pid and the start of its code mapping.
     fn start(path: &Path) -> (Shell, u32, u64) {
-        let child = Command::new(path).args(["-c", "read x"]).stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
+        let child = spawn_copied(Command::new(path).args(["-c", "read x"]).stdin(Stdio::piped()).stdout(Stdio::null()));
         let pid = child.id();
         let suffix = format!("/{}", path.file_name().unwrap().to_string_lossy());
         let (start, _) = wait_for("the shell's mapping", || exec_mapping(pid, &suffix));

@@ -1,5 +1,6 @@
 //! Helpers shared by the tests that attach for real (`attach_*`, `unwind_*`, `wire_peek`,
-//! `wire_ports`): locating the example binaries, spawning them, mapping function symbols of
+//! `wire_ports`, `symbolize_live`): locating the example binaries, spawning them (and binaries
+//! the test just copied, [`spawn_copied`]), mapping function symbols of
 //! an ELF file to the address ranges they occupy in a running process (ELF symbol table via
 //! `object`, load address from `/proc/PID/maps`) so that raw sampled addresses can be
 //! checked without the symbolizer under test, and a keep-alive HTTP client.
@@ -22,6 +23,19 @@ pub fn example(name: &str) -> PathBuf {
     let path = profile_dir.join("examples").join(name);
     assert!(path.is_file(), "{} is missing: build it with `cargo build --release -p agent --examples`", path.display());
     path
+}
+
+/// `command.spawn()`, retried while it fails with ETXTBSY ("Text file busy"): a binary just
+/// copied by this test can still be open for writing in a child that another test thread
+/// forked during the copy, until that child execs (the descriptor is close-on-exec).
+pub fn spawn_copied(command: &mut Command) -> Child {
+    for _ in 0..100 {
+        match command.spawn() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => std::thread::sleep(std::time::Duration::from_millis(10)),
+            other => return other.unwrap_or_else(|e| panic!("spawning {command:?}: {e}")),
+        }
+    }
+    panic!("spawning {command:?}: still ETXTBSY after 1 s");
 }
 
 /// A spawned example with line-based stdin/stdout; killed on drop.
