@@ -9,6 +9,7 @@ pub mod collect;
 pub mod diff;
 pub mod memory;
 pub mod output;
+pub mod proc_maps;
 pub mod profile;
 pub mod render;
 pub mod symbolize;

@@ -5,7 +5,7 @@
 //! `man 3 malloc_trim`). After blazesym's symbolizer is dropped, about 40-50 MB of free heap
 //! stayed resident per run, and inside one `profiler bench --overhead` process each attached
 //! run started from what the earlier ones left (measured with `agent/examples/attach_repeat.rs`,
-//! see the README's performance section). [`release_free`] gives it back.
+//! see PERFORMANCE.md). [`release_free`] gives it back.
 
 /// Returns the allocator's free memory to the kernel (`malloc_trim(0)` on glibc; nothing
 /// elsewhere). Cheap next to a run (one pass over the arenas); it frees nothing in use.

@@ -120,3 +120,38 @@ fn an_unwritable_out_fails_before_collecting() {
     assert_eq!(stderr.trim(), format!("profiler: error: cannot write into {}: it is a file, not a folder", file.display()));
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
 }
+
+/// A `--pid` target that exits mid-run: the run stops, says it is partial, and the target's
+/// frames still have their names (symbolized from the mappings recorded while it ran, after
+/// its `/proc/PID/maps` is gone). Known answer: the 75/25 split of `ka_two_hot_functions`.
+#[test]
+fn a_target_that_exits_mid_run_keeps_its_names() {
+    let mut child = Spawned::new(&example("ka_two_hot_functions"), &["3"]);
+    assert_eq!(child.read_line(), "ready");
+    let out = tempfile::tempdir().unwrap();
+    let output = profiler()
+        .args(["attach", "--pid", &child.pid().to_string(), "--duration", "30", "--frequency", "199", "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "exit {:?}\nstderr:\n{stderr}", output.status);
+    // The child is a zombie until reaped here: no maps, no map_files any more.
+    assert!(child.child.wait().unwrap().success());
+    assert!(stderr.contains("the target exited"), "{stderr}");
+    assert!(!stderr.contains("cannot symbolize"), "{stderr}");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(out.path().join("profile.json")).unwrap()).unwrap();
+    assert_eq!(json["meta"]["partial"], "target exited");
+    let folded = std::fs::read_to_string(out.path().join("stacks.folded")).unwrap();
+    let samples = |name: &str| -> u64 {
+        folded.lines().filter(|l| l.contains(name)).map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap()).sum()
+    };
+    let all = samples("");
+    let (a, b) = (samples("profiler_ka_hot_75"), samples("profiler_ka_hot_25"));
+    eprintln!("folded: {all} samples, hot_75 {a}, hot_25 {b}");
+    // About 3 s of a busy thread at 199 Hz; nearly all of it in the two functions.
+    assert!(all > 300, "{all} samples");
+    assert!(a + b >= all * 9 / 10, "only {} of {all} samples named in the two functions:\n{folded}", a + b);
+    let share = 100.0 * a as f64 / (a + b) as f64;
+    assert!((share - 75.0).abs() <= 8.0, "hot_75 share {share:.1}%");
+}

@@ -6,6 +6,8 @@
 //! examples), which also prints the addresses it sees of itself, as a cross-check of the
 //! ELF + maps arithmetic.
 
+mod attach_support;
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -13,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 
 use object::{Object, ObjectSegment, ObjectSymbol};
 use profiler::profile::{FrameKind, Profile, RawProfile, RawStack, StackLost};
-use profiler::symbolize::symbolize;
+use profiler::symbolize::{symbolize, ProcessMaps};
 
 /// `target/release/examples/symbolize_target`, next to this test's `deps/` directory.
 fn target_binary() -> PathBuf {
@@ -43,11 +45,11 @@ impl Drop for Target {
 }
 
 fn spawn_target() -> Target {
-    let mut child = Command::new(target_binary())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn symbolize_target");
+    spawn_target_at(&target_binary())
+}
+
+fn spawn_target_at(binary: &std::path::Path) -> Target {
+    let mut child = attach_support::spawn_copied(Command::new(binary).stdin(Stdio::piped()).stdout(Stdio::piped()));
     let stdout = child.stdout.take().unwrap();
     let mut printed = HashMap::new();
     for line in BufReader::new(stdout).lines() {
@@ -310,4 +312,67 @@ fn unknown_addresses_and_exited_processes() {
     // Nothing resolved: not judged truncated.
     assert!(!stack.truncated);
     assert_eq!(profile.lost.truncated_stacks, 0);
+}
+
+/// A process that exited before symbolization, whose binary was deleted too (a container
+/// removed at the end of a run): named from the mappings recorded while it ran, exactly as
+/// the live process of `user_and_kernel_frames_get_full_names`. The ground truth is the ELF
+/// symbol table and `/proc/PID/maps`, read while the process lived.
+#[test]
+fn exited_process_is_symbolized_from_its_recorded_mappings() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("symbolize_target");
+    std::fs::copy(target_binary(), &copy).unwrap();
+    let target = spawn_target_at(&copy);
+    let pid = target.child.id();
+    let leaf = runtime_address(pid, "_ZN16symbolize_target6shapes6Circle9area_leaf17h");
+    let start = runtime_address(pid, "_start");
+    let ret = target.printed["ret_in_inlined"];
+    let mut recorded = ProcessMaps::default();
+    recorded.record(pid);
+    assert!(recorded.has(pid), "nothing recorded of a live process (not root?)");
+    drop(target);
+    std::fs::remove_file(&copy).unwrap();
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "pid {pid} still exists");
+
+    let raw = |maps: ProcessMaps| RawProfile {
+        on_cpu: vec![RawStack {
+            pid,
+            tid: pid,
+            thread: "symbolize_targe".into(),
+            user: vec![leaf + 4, ret, start + 5],
+            count: 7,
+            ..Default::default()
+        }],
+        maps,
+        ..Default::default()
+    };
+    let profile = symbolize(raw(recorded));
+    let mut got = names(&profile, profile.on_cpu[0].stack);
+    if got[2].0 == "inlined_middle" {
+        got[2].0 = "symbolize_target::shapes::inlined_middle".to_string();
+    }
+    assert_eq!(
+        got,
+        vec![
+            ("_start".to_string(), FrameKind::User, false),
+            ("symbolize_target::shapes::outer_frame".to_string(), FrameKind::User, false),
+            ("symbolize_target::shapes::inlined_middle".to_string(), FrameKind::User, true),
+            ("symbolize_target::shapes::Circle::area_leaf".to_string(), FrameKind::User, false),
+        ]
+    );
+    let stack = &profile.stacks[profile.on_cpu[0].stack as usize];
+    assert!(!stack.truncated);
+    let source = include_str!("../examples/symbolize_target.rs");
+    let line = source.lines().position(|l| l.contains("black_box(c.area_leaf())")).unwrap() as u32 + 1;
+    let middle = &profile.frames[stack.frames[2] as usize];
+    assert_eq!(middle.line, Some(line), "{middle:?}");
+    for &f in &stack.frames {
+        assert_eq!(profile.frames[f as usize].module, "symbolize_target");
+    }
+
+    // Without the recording, the same stack has no names: the recording is what names it.
+    let profile = symbolize(raw(ProcessMaps::default()));
+    let got = names(&profile, profile.on_cpu[0].stack);
+    assert!(got.iter().all(|(f, _, _)| f == "[unknown]"), "{got:?}");
 }

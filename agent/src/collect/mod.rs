@@ -196,6 +196,8 @@ pub struct Collector {
     cpu_last_seen: Option<u64>,
     cpus: u32,
     processes: BTreeMap<u32, Process>,
+    /// Executable mappings of the processes of `processes`, recorded while they run.
+    maps: crate::symbolize::ProcessMaps,
     /// Wire capture ([`Options::wire`]).
     wire: Option<wire::WireCapture>,
 }
@@ -475,6 +477,7 @@ impl Collector {
             cpu_last_seen: cpu_at_start,
             cpus: cpus.len() as u32,
             processes: BTreeMap::new(),
+            maps: Default::default(),
             wire,
         };
         collector.note_processes(&target.pids()?);
@@ -502,8 +505,9 @@ impl Collector {
         Ok(())
     }
 
-    /// Remembers `comm` and executable of processes while they exist, so that processes
-    /// that exit before the end still have a name in the profile.
+    /// Remembers `comm`, executable and executable mappings of processes while they exist,
+    /// so that processes that exit before the end still have a name in the profile and
+    /// their frames can be symbolized ([`crate::symbolize::ProcessMaps`]).
     pub fn note_processes(&mut self, pids: &BTreeSet<u32>) {
         if let Some(wire) = self.wire.as_mut() {
             // New listening ports of the target (best effort: a failed map update only means
@@ -512,6 +516,9 @@ impl Collector {
         }
         for &pid in pids {
             self.processes.entry(pid).or_insert_with(|| read_process(pid));
+            // Every time (about once a second): a process that execs or loads a library
+            // adds mappings.
+            self.maps.record(pid);
         }
     }
 
@@ -675,7 +682,7 @@ impl Collector {
             footprint: Some(footprint),
             syscall_windows,
         };
-        Ok(RawProfile { meta, processes, on_cpu, off_cpu, syscalls, lost, wire })
+        Ok(RawProfile { meta, processes, on_cpu, off_cpu, syscalls, lost, wire, maps: self.maps })
     }
 }
 

@@ -4,7 +4,7 @@
 //! Why windows: while any `raw_syscalls` program is attached, every syscall of every task on
 //! the host takes the kernel's slow path (`syscall_trace_enter`, `syscall_exit_work`) and
 //! runs the filter, whatever the target. Measured on target-app's `/json` (about 400,000
-//! syscalls a second): 15-20 points of throughput (README, "Performance"). fentry, which
+//! syscalls a second): 15-20 points of throughput (PERFORMANCE.md). fentry, which
 //! would avoid the slow path, is refused on the machines this agent was built on. So by
 //! default the pair is attached [`DEFAULT_SYSCALL_DUTY_PCT`] percent of the time: a window of
 //! `duty × WINDOW_PERIOD` at the start of every [`WINDOW_PERIOD`] of the run, and detached

@@ -345,6 +345,11 @@ pub struct RawProfile {
     /// capture was off (`collect::Options::wire`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wire: Option<crate::wire::WireSummary>,
+    /// Executable mappings of the target's processes, recorded while they ran, with their
+    /// files held open: what symbolizes a process that exited before the end. Not
+    /// serialized (open file handles of this agent).
+    #[serde(skip)]
+    pub maps: crate::symbolize::ProcessMaps,
 }
 
 /// Where a frame's code lives.

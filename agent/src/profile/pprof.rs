@@ -340,7 +340,7 @@ fn parse_rfc3339_ns(s: &str) -> Option<i64> {
 /// Encodes `profile` (one half, see [`build`]) as a gzip-compressed protobuf into `out`, at
 /// gzip's fastest level (1): pprof readers take any level, and level 6 (the default) spent
 /// half of the pprof time of a 100,000-stack profile in deflate for files about a quarter
-/// smaller (see README, "Performance").
+/// smaller (see PERFORMANCE.md).
 ///
 /// # Errors
 /// Whatever `out` returns.

@@ -130,7 +130,7 @@ pub fn write_all(profile: &Profile, out: &Path) -> Result<Vec<PathBuf>, RenderEr
     })?;
     // profile.json and the two pprof files on a second thread, beside the folded stacks and
     // flamegraphs (inferno): the two halves take about the same time, and reports are
-    // written after the collection, when the CPUs are the agent's (README, "Performance").
+    // written after the collection, when the CPUs are the agent's (PERFORMANCE.md).
     std::thread::scope(|scope| {
         let side = scope.spawn(|| write_json_and_pprof(profile, out));
         let flamegraphs = write_folded_and_flamegraphs(profile, out);

@@ -13,22 +13,30 @@
 //!   ELF symbol table (demangled full path, `tokio::runtime::task::harness::poll`); DWARF
 //!   gives the inlined functions (frames of their own, [`Frame::inlined`]) and file:line.
 //! - Kernel addresses resolve through `/proc/kallsyms` (`Source::Kernel`), module `[kernel]`.
+//! - A process that exited before the end is symbolized from the mappings recorded while it
+//!   lived ([`ProcessMaps`], [`RawProfile::maps`]): file offsets in the files held open.
 //! - An address nothing resolves becomes `[unknown]` with the module (file name) that maps it,
-//!   from `/proc/PID/maps`; a process that has exited gives `[unknown]` frames, no error.
+//!   from `/proc/PID/maps`; a process that has exited with nothing recorded gives `[unknown]`
+//!   frames and one warning, no error.
 //! - [`Stack::truncated`]: a user stack whose outermost resolved frame is not a thread start
 //!   ([`is_thread_start`]); such on-CPU samples are added to
 //!   [`LostCounters::truncated_stacks`](crate::profile::LostCounters::truncated_stacks).
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use blazesym::symbolize::source::{Kernel, Process, Source};
+use blazesym::symbolize::source::{Elf, Kernel, Process, Source};
 use blazesym::symbolize::{Input, Sym, Symbolized, Symbolizer};
 use blazesym::{MaybeDefault, Pid};
 
+use crate::proc_maps;
 use crate::profile::{
     Frame, FrameKind, Profile, RawProfile, RawStack, Stack, StackCount, SCHEMA_VERSION,
 };
+
+pub mod maps;
+
+pub use maps::ProcessMaps;
 
 /// `Frame::function` of a frame nothing resolved.
 pub const UNKNOWN: &str = "[unknown]";
@@ -96,6 +104,7 @@ pub fn symbolize_with(raw: RawProfile, options: &Options) -> Profile {
         syscalls,
         mut lost,
         wire,
+        maps: recorded,
     } = raw;
     let started = std::time::Instant::now();
     let symbolizer = Symbolizer::builder()
@@ -122,10 +131,17 @@ pub fn symbolize_with(raw: RawProfile, options: &Options) -> Profile {
     // Processes that exited before the end (a restarted app, `runc` starting a container in
     // the target's cgroup, a `sleep`): one line for all of them, not one per process.
     let mut gone: Vec<(u32, String)> = Vec::new();
+    let mut from_recorded = 0usize;
     for (pid, mut addrs) in user {
         addrs.sort_unstable();
         addrs.dedup();
-        let (frames, failed) = symbolize_process(&symbolizer, pid, &addrs, &mut interner);
+        let live = read_maps(pid);
+        let (frames, failed) = if live.is_empty() && recorded.has(pid) {
+            from_recorded += 1;
+            (symbolize_recorded(&symbolizer, pid, &addrs, &recorded, &mut interner), None)
+        } else {
+            symbolize_process(&symbolizer, pid, &addrs, &live, &mut interner)
+        };
         if let Some(err) = failed {
             gone.push((pid, err));
         }
@@ -143,6 +159,9 @@ pub fn symbolize_with(raw: RawProfile, options: &Options) -> Profile {
             error = %first_error,
             "cannot symbolize processes that exited before the end (their user frames are [unknown])"
         );
+    }
+    if from_recorded > 0 {
+        tracing::info!(processes = from_recorded, "symbolized processes that exited from the mappings recorded while they ran");
     }
     let user_addresses = user_frames.len();
     let kernel_addresses = kernel.len();
@@ -304,25 +323,10 @@ fn read_maps(pid: u32) -> Vec<Mapping> {
         return Vec::new();
     };
     text.lines()
-        .filter_map(|line| {
-            let mut fields = line.split_whitespace();
-            let range = fields.next()?;
-            let path = fields.nth(4)?;
-            let (start, end) = range.split_once('-')?;
-            Some(Mapping {
-                start: u64::from_str_radix(start, 16).ok()?,
-                end: u64::from_str_radix(end, 16).ok()?,
-                module: file_name(path),
-            })
-        })
+        .filter_map(proc_maps::parse)
+        .filter(|m| !m.path.is_empty())
+        .map(|m| Mapping { start: m.start, end: m.end, module: proc_maps::file_name(m.path) })
         .collect()
-}
-
-fn file_name(path: &str) -> String {
-    Path::new(path)
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.to_string())
 }
 
 fn module_of(maps: &[Mapping], addr: u64) -> String {
@@ -338,9 +342,9 @@ fn symbolize_process(
     symbolizer: &Symbolizer,
     pid: u32,
     addrs: &[u64],
+    maps: &[Mapping],
     interner: &mut Interner,
 ) -> (Vec<Frames>, Option<String>) {
-    let maps = read_maps(pid);
     let unknown = |interner: &mut Interner, addr: u64| {
         vec![interner.get(Frame {
             function: UNKNOWN.to_string(),
@@ -375,7 +379,7 @@ fn symbolize_process(
         .iter()
         .zip(elf.iter().zip(dwarf.iter()))
         .map(|(&addr, (elf, dwarf))| {
-            let module = module_of(&maps, addr);
+            let module = module_of(maps, addr);
             match (elf.as_sym(), dwarf.as_sym()) {
                 (None, None) => unknown(interner, addr),
                 (elf, dwarf) => user_frames(elf, dwarf, module, interner),
@@ -383,6 +387,56 @@ fn symbolize_process(
         })
         .collect();
     (frames, None)
+}
+
+/// Symbolizes the user addresses of a process that has exited from its recorded mappings:
+/// each address becomes a file offset in the file held open for its mapping, looked up with
+/// `Source::Elf` and `Input::FileOffset` (symbol table, then DWARF, as for a live process).
+/// An address outside every recorded mapping is `[unknown]`.
+fn symbolize_recorded(
+    symbolizer: &Symbolizer,
+    pid: u32,
+    addrs: &[u64],
+    recorded: &ProcessMaps,
+    interner: &mut Interner,
+) -> Vec<Frames> {
+    let unknown = |interner: &mut Interner, module: String| {
+        vec![interner.get(Frame { function: UNKNOWN.to_string(), module, kind: FrameKind::User, inlined: false, file: None, line: None })]
+    };
+    let mut frames: Vec<Option<Frames>> = vec![None; addrs.len()];
+    // Per open file: (index in addrs, file offset, module).
+    let mut by_file: BTreeMap<PathBuf, Vec<(usize, u64, String)>> = BTreeMap::new();
+    for (i, &addr) in addrs.iter().enumerate() {
+        if let Some(m) = recorded.lookup(pid, addr) {
+            if let (Some(path), Some(offset)) = (recorded.path(m), m.file_offset(addr)) {
+                by_file.entry(path).or_default().push((i, offset, m.module.clone()));
+            }
+        }
+    }
+    for (path, entries) in by_file {
+        let offsets: Vec<u64> = entries.iter().map(|e| e.1).collect();
+        let source = |debug_syms: bool| {
+            let mut elf = Elf::new(path.clone());
+            elf.debug_syms = debug_syms;
+            Source::Elf(elf)
+        };
+        let elf = symbolizer.symbolize(&source(false), Input::FileOffset(&offsets));
+        let dwarf = symbolizer.symbolize(&source(true), Input::FileOffset(&offsets));
+        let (Ok(elf), Ok(dwarf)) = (elf, dwarf) else {
+            continue;
+        };
+        for ((i, _, module), (elf, dwarf)) in entries.into_iter().zip(elf.iter().zip(dwarf.iter())) {
+            frames[i] = Some(match (elf.as_sym(), dwarf.as_sym()) {
+                (None, None) => unknown(interner, module),
+                (elf, dwarf) => user_frames(elf, dwarf, module, interner),
+            });
+        }
+    }
+    frames
+        .into_iter()
+        .zip(addrs)
+        .map(|(f, &addr)| f.unwrap_or_else(|| unknown(interner, recorded.lookup(pid, addr).map(|m| m.module.clone()).unwrap_or_default())))
+        .collect()
 }
 
 fn code_location(info: Option<&blazesym::symbolize::CodeInfo<'_>>) -> (Option<String>, Option<u32>) {
@@ -415,7 +469,7 @@ fn user_frames(
     let module = if module.is_empty() {
         elf.or(dwarf)
             .and_then(|s| s.module.as_deref())
-            .map(|m| file_name(&m.to_string_lossy()))
+            .map(|m| proc_maps::file_name(&m.to_string_lossy()))
             .unwrap_or_default()
     } else {
         module

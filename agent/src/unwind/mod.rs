@@ -36,13 +36,15 @@ pub mod module;
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{Error as FhError, ExplicitModuleSectionInfo, Module, Unwinder as _};
 use gimli::{BaseAddresses, EhFrame, EhFrameHdr, LittleEndian, UnwindSection};
+
+use crate::proc_maps;
 
 pub use module::{ModuleCache, ModuleData, UnwindInfo};
 
@@ -276,7 +278,7 @@ impl Unwinder {
         let mut unwinder = UnwinderX86_64::new();
         let mut mappings = Vec::new();
         for line in text.lines() {
-            let Some(m) = parse_maps_line(line) else { continue };
+            let Some(m) = proc_maps::parse(line) else { continue };
             if !m.perms.contains('x') {
                 continue;
             }
@@ -284,7 +286,7 @@ impl Unwinder {
                 (Some(self.modules.vdso()), "[vdso]".to_owned())
             } else if m.path.starts_with('/') {
                 let map_file = self.proc_root.join(pid.to_string()).join("map_files").join(format!("{:x}-{:x}", m.start, m.end));
-                let name = file_name(m.path);
+                let name = proc_maps::file_name(m.path);
                 (Some(self.modules.get(&map_file, &name)), name)
             } else {
                 // Anonymous executable memory (JIT), [vsyscall], ...: no tables.
@@ -595,59 +597,9 @@ fn fde_covers(md: &ModuleData, svma: u64) -> bool {
     eh_frame.fde_for_address(&bases, svma, EhFrame::cie_from_offset).is_ok()
 }
 
-/// One parsed line of `/proc/PID/maps`.
-struct MapsLine<'a> {
-    start: u64,
-    end: u64,
-    perms: &'a str,
-    offset: u64,
-    /// Empty for anonymous memory.
-    path: &'a str,
-}
-
-fn parse_maps_line(line: &str) -> Option<MapsLine<'_>> {
-    // start-end perms offset dev inode [path, which may contain spaces]
-    let mut rest = line;
-    let mut field = || {
-        let t = rest.trim_start();
-        let end = t.find(char::is_whitespace).unwrap_or(t.len());
-        let (f, r) = t.split_at(end);
-        rest = r;
-        f
-    };
-    let range = field();
-    let perms = field();
-    let offset = field();
-    let _dev = field();
-    let _inode = field();
-    let path = rest.trim();
-    let (start, end) = range.split_once('-')?;
-    Some(MapsLine {
-        start: u64::from_str_radix(start, 16).ok()?,
-        end: u64::from_str_radix(end, 16).ok()?,
-        perms,
-        offset: u64::from_str_radix(offset, 16).ok()?,
-        path,
-    })
-}
-
-fn file_name(path: &str) -> String {
-    let path = path.strip_suffix(" (deleted)").unwrap_or(path);
-    Path::new(path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn maps_lines_parse_with_spaces_and_anonymous() {
-        let l = parse_maps_line("7f0000000000-7f0000001000 r-xp 00002000 08:01 1234   /opt/my app/lib x.so").unwrap();
-        assert_eq!((l.start, l.end, l.perms, l.offset, l.path), (0x7f0000000000, 0x7f0000001000, "r-xp", 0x2000, "/opt/my app/lib x.so"));
-        let l = parse_maps_line("7f0000000000-7f0000001000 rwxp 00000000 00:00 0 ").unwrap();
-        assert_eq!(l.path, "");
-        assert_eq!(file_name("/usr/lib/libc.so.6 (deleted)"), "libc.so.6");
-    }
 
     #[test]
     fn summary_lines_state_per_binary_unwinding_complete_share_and_bytes() {
