@@ -155,3 +155,35 @@ fn a_target_that_exits_mid_run_keeps_its_names() {
     let share = 100.0 * a as f64 / (a + b) as f64;
     assert!((share - 75.0).abs() <= 8.0, "hot_75 share {share:.1}%");
 }
+
+/// Not root: one line, exit 2, and the `--out` folder this run created is removed again
+/// (it stays empty: nothing was collected). The binary runs as `nobody` from a copy in a
+/// folder that user can read.
+#[test]
+fn not_root_fails_with_one_line_and_leaves_no_folder() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let mut child = Spawned::new(&example("ka_two_hot_functions"), &["30"]);
+    assert_eq!(child.read_line(), "ready");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let binary = dir.path().join("profiler");
+    std::fs::copy(env!("CARGO_BIN_EXE_profiler"), &binary).unwrap();
+    let out = dir.path().join("new-report");
+    let output = attach_support::spawn_copied(
+        Command::new(&binary)
+            .args(["attach", "--pid", &child.pid().to_string(), "--duration", "5", "--out"])
+            .arg(&out)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .uid(65534)
+            .gid(65534),
+    )
+    .wait_with_output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("loading BPF programs needs root"), "{stderr}");
+    assert!(!out.exists(), "{} was left behind", out.display());
+}

@@ -113,15 +113,31 @@ fn slug(target: &Target) -> String {
 /// # Errors
 /// `out` is a file, or the folder cannot be created or written (permissions, read-only or
 /// full file system).
-fn check_out_dir(out: &Path) -> anyhow::Result<()> {
+fn check_out_dir(out: &Path) -> anyhow::Result<CreatedDir> {
     if out.exists() && !out.is_dir() {
         bail!("it is a file, not a folder");
     }
+    let created = CreatedDir((!out.exists()).then(|| out.to_path_buf()));
     std::fs::create_dir_all(out).context("cannot create the folder")?;
     let probe = out.join(format!(".profiler-write-check-{}", std::process::id()));
     crate::output::write_bytes_replacing(&probe, b"").context("cannot create a file in it")?;
     std::fs::remove_file(&probe).context("cannot remove a file from it")?;
-    Ok(())
+    Ok(created)
+}
+
+/// The `--out` folder when this run created it: removed again if the run fails before
+/// writing anything into it (the programs cannot be loaded: not root, no BTF), so that a
+/// failed attach leaves no empty report folder behind.
+struct CreatedDir(Option<PathBuf>);
+
+impl CreatedDir {
+    /// Removes the folder if this run created it and it is still empty (`remove_dir` never
+    /// removes a folder with files).
+    fn remove_if_empty(&self) {
+        if let Some(dir) = &self.0 {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
 }
 
 /// Runs `profiler attach`.
@@ -145,7 +161,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     tracing::info!(target = %resolved.description, filter = ?resolved.filter, "resolved");
     // The output folder is checked before anything is collected: a run is not thrown away
     // at the end for a folder that cannot be written.
-    check_out_dir(&out).with_context(|| format!("cannot write into {}", out.display()))?;
+    let created = check_out_dir(&out).with_context(|| format!("cannot write into {}", out.display()))?;
 
     let stop = Arc::new(AtomicBool::new(false));
     let presses = Arc::new(AtomicUsize::new(0));
@@ -197,6 +213,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         progress.set_position(elapsed.as_secs());
         progress.tick();
     })
+    .inspect_err(|_| created.remove_if_empty())
     .with_context(|| format!("cannot collect from {}", target))?;
     progress.finish_and_clear();
     match reason {
