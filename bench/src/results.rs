@@ -200,6 +200,11 @@ pub struct BenchResults {
     /// once all its runs were measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partial: Option<String>,
+    /// The test whose measured runs were under way when the run ended: the runs that
+    /// finished (fewer than `settings.runs`), their median, no profiled run. Kept so that an
+    /// interrupted bench loses no finished run; `None` once every test has finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unfinished: Option<TestResult>,
 }
 
 impl BenchResults {
@@ -210,9 +215,25 @@ impl BenchResults {
 
     /// Marks the results partial: `why` the run ended, and the tests of the settings that
     /// have no result.
+    /// have no result; an [`unfinished`](Self::unfinished) test is named with its count of
+    /// finished runs.
     pub fn mark_partial(&mut self, why: &str) {
-        let missing: Vec<&str> = self.settings.tests.iter().filter(|t| !self.tests.iter().any(|r| r.test == **t)).map(|t| t.name()).collect();
-        self.partial = Some(if missing.is_empty() { why.to_string() } else { format!("{why}; not measured: {}", missing.join(", ")) });
+        let unfinished = self.unfinished.as_ref().filter(|u| !u.runs.is_empty());
+        let missing: Vec<&str> = self
+            .settings
+            .tests
+            .iter()
+            .filter(|t| !self.tests.iter().any(|r| r.test == **t) && unfinished.is_none_or(|u| u.test != **t))
+            .map(|t| t.name())
+            .collect();
+        let mut text = why.to_string();
+        if let Some(u) = unfinished {
+            text += &format!("; unfinished: {} ({} of {} runs, not profiled)", u.test.name(), u.runs.len(), self.settings.runs.max(1));
+        }
+        if !missing.is_empty() {
+            text += &format!("; not measured: {}", missing.join(", "));
+        }
+        self.partial = Some(text);
     }
 
     /// The summary table printed at the end of a run (plain text, one row per test), after a
@@ -228,12 +249,14 @@ impl BenchResults {
             "{:<13} {:>10} {:>8} {:>8} {:>8} {:>7} {:>7} {:>9} {:>12}",
             "test", "req/s", "p50 ms", "p99 ms", "failed", "app CPU", "PG CPU", "peak MB", "profiled"
         );
-        for t in &self.tests {
+        for t in self.tests.iter().chain(self.unfinished.iter().filter(|u| !u.runs.is_empty())) {
             let m = t.median();
             let pg = m.postgres.map(|u| format!("{:.2}", u.cpu)).unwrap_or_else(|| "-".into());
+            let unfinished = self.unfinished.as_ref().is_some_and(|u| std::ptr::eq(u, t));
             let prof = match (&t.profiled, &t.profile_error) {
                 (Some(p), _) => format!("{:.0} ({:.3})", p.run.wrk.req_per_s, p.throughput_ratio),
                 (None, Some(_)) => "failed".into(),
+                (None, None) if unfinished => format!("unfinished {}/{}", t.runs.len(), self.settings.runs.max(1)),
                 (None, None) => "-".into(),
             };
             let _ = writeln!(
@@ -300,5 +323,41 @@ mod tests {
         assert!(serde_json::to_value(&complete).unwrap().get("partial").is_none());
         let back: BenchResults = serde_json::from_value(serde_json::to_value(&complete).unwrap()).unwrap();
         assert_eq!(back.partial, None);
+        assert!(back.unfinished.is_none());
+    }
+
+    #[test]
+    fn an_interrupted_test_keeps_its_finished_runs() {
+        let run = |req_per_s: f64| RunResult {
+            wrk: crate::load::WrkResult {
+                test: Test::Db,
+                requests: (req_per_s * 5.0) as u64,
+                duration_us: 5_000_000,
+                req_per_s,
+                bytes: 0,
+                errors: Default::default(),
+                non_2xx: 0,
+                latency: Latency { p50_us: 2_500, p99_us: 9_000, ..Default::default() },
+            },
+            app: crate::procstat::Usage { cpu: 0.9, ..Default::default() },
+            postgres: None,
+        };
+        let mut r = BenchResults::default();
+        r.settings.tests = vec![Test::Db, Test::DealsCreate];
+        r.settings.runs = 3;
+        r.unfinished = Some(TestResult::from_runs(Test::Db, vec![run(9_000.0), run(8_000.0)]));
+        r.mark_partial("interrupted (Ctrl-C or SIGTERM)");
+        assert_eq!(
+            r.partial.as_deref(),
+            Some("interrupted (Ctrl-C or SIGTERM); unfinished: db (2 of 3 runs, not profiled); not measured: deals-create")
+        );
+        let table = r.summary_table();
+        let row = table.lines().find(|l| l.starts_with("db ")).expect("a row for the unfinished test");
+        // The median of two runs is the faster one (index len / 2 of the sorted runs).
+        assert!(row.contains(" 9000 ") && row.ends_with("unfinished 2/3"), "{row}");
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["unfinished"]["runs"].as_array().unwrap().len(), 2);
+        let back: BenchResults = serde_json::from_value(json).unwrap();
+        assert_eq!(back, r);
     }
 }

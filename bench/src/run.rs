@@ -740,6 +740,9 @@ async fn measure(
                 run.wrk.failed()
             ));
             runs.push(run);
+            // Kept as soon as measured: an interrupted bench still reports this test's
+            // finished runs (results.json `unfinished`).
+            results.lock().unwrap_or_else(|e| e.into_inner()).unfinished = Some(TestResult::from_runs(test, runs.clone()));
         }
         let mut result = TestResult::from_runs(test, runs);
         if let Some(hook) = hook {
@@ -800,7 +803,9 @@ async fn measure(
                 }
             }
         }
-        results.lock().unwrap_or_else(|e| e.into_inner()).tests.push(result);
+        let mut r = results.lock().unwrap_or_else(|e| e.into_inner());
+        r.unfinished = None;
+        r.tests.push(result);
     }
 
     if opts.drift {
