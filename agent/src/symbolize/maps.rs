@@ -42,6 +42,12 @@ impl MappedFile {
     }
 }
 
+/// At most this many files are held open (one per distinct binary or library): a target of
+/// many processes and libraries must not use up the agent's descriptors (the soft limit is
+/// often 1,024, shared with the BPF maps and programs). Mappings of files beyond it are not
+/// recorded: their frames stay `[unknown]` if the process exits before the end.
+pub const MAX_OPEN_FILES: usize = 256;
+
 /// The recorded executable mappings of every process seen, and one open handle per distinct
 /// file. Cloning shares the handles.
 #[derive(Debug, Clone, Default)]
@@ -78,6 +84,9 @@ impl ProcessMaps {
                 continue;
             };
             if !self.files.contains_key(&m.file) {
+                if self.files.len() >= MAX_OPEN_FILES {
+                    continue;
+                }
                 let Ok(file) = File::open(dir.join("map_files").join(format!("{:x}-{:x}", m.start, m.end))) else {
                     continue;
                 };
