@@ -151,11 +151,17 @@ pub fn symbolize_with(raw: RawProfile, options: &Options) -> Profile {
     }
     if let Some((_, first_error)) = gone.first() {
         let pids: Vec<String> = gone.iter().map(|(pid, _)| pid.to_string()).collect();
-        let stacks = on_cpu.iter().chain(off_cpu.iter()).filter(|s| gone.iter().any(|(pid, _)| *pid == s.pid)).count();
+        let gone_stacks: Vec<&RawStack> = on_cpu.iter().chain(off_cpu.iter()).filter(|s| gone.iter().any(|(pid, _)| *pid == s.pid)).collect();
+        // Their thread names (from the stacks themselves: such processes often lived less
+        // than the second between two readings of /proc), e.g. `runc:[2:INIT]`.
+        let mut threads: Vec<&str> = gone_stacks.iter().map(|s| s.thread.as_str()).collect();
+        threads.sort_unstable();
+        threads.dedup();
         tracing::warn!(
             processes = gone.len(),
             pids = %pids.join(","),
-            stacks,
+            threads = %threads.join(","),
+            stacks = gone_stacks.len(),
             error = %first_error,
             "cannot symbolize processes that exited before the end (their user frames are [unknown])"
         );
