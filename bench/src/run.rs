@@ -421,7 +421,8 @@ impl Environment {
         }
         // A profiler attached to the cgroup ends its collection when no process is left in it
         // (the target exited): a placeholder process holds the cgroup while the app is replaced.
-        let keeper = self.target.cgroup.as_deref().and_then(hold_cgroup);
+        // Killed when dropped: also when this future is dropped half-way (Ctrl-C).
+        let _keeper = self.target.cgroup.as_deref().and_then(CgroupHolder::start);
         let outcome = async {
             if let (Some(d), Some(name)) = (&self.docker, self.container.take()) {
                 docker::remove_container(d, &name).await?;
@@ -434,10 +435,6 @@ impl Environment {
             self.wait_app_ready().await
         }
         .await;
-        if let Some(mut k) = keeper {
-            let _ = k.kill();
-            let _ = k.wait();
-        }
         outcome
     }
 
@@ -543,16 +540,39 @@ pub fn cgroup2_mount() -> Option<PathBuf> {
     })
 }
 
-/// A `sleep` process moved into the cgroup v2 directory `cgroup` (it sleeps, so it adds no
-/// CPU, syscall or wire traffic to a profile); `None` when it could not be started or moved.
-fn hold_cgroup(cgroup: &Path) -> Option<Child> {
-    let mut child = Command::new("sleep").arg("600").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().ok()?;
-    if std::fs::write(cgroup.join("cgroup.procs"), child.id().to_string()).is_err() {
-        let _ = child.kill();
-        let _ = child.wait();
-        return None;
+/// A `sleep` process moved into a cgroup v2 directory, so that the cgroup is not empty while
+/// the app is replaced (it sleeps, so it adds no CPU, syscall or wire traffic to a profile).
+/// Killed and reaped when dropped, and killed by the kernel if the bench process dies first
+/// (`PR_SET_PDEATHSIG`): a holder left behind would stay in the cgroup for 10 minutes and be
+/// taken for the app by the next bench.
+struct CgroupHolder(Child);
+
+impl CgroupHolder {
+    /// Starts the holder in `cgroup`; `None` when it could not be started or moved.
+    fn start(cgroup: &Path) -> Option<CgroupHolder> {
+        use std::os::unix::process::CommandExt;
+        let mut command = Command::new("sleep");
+        command.arg("600").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let holder = CgroupHolder(command.spawn().ok()?);
+        std::fs::write(cgroup.join("cgroup.procs"), holder.0.id().to_string()).ok()?;
+        Some(holder)
     }
-    Some(child)
+}
+
+impl Drop for CgroupHolder {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// A container / cgroup name of letters, digits, `-` and `_`.
@@ -826,6 +846,42 @@ async fn measure(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The holder is in the cgroup while it lives, and gone when dropped, or when the thread
+    /// that started it ends without dropping it (a bench killed half-way).
+    #[test]
+    fn the_cgroup_holder_never_outlives_its_owner() {
+        let cgroup = cgroup2_mount().unwrap().join(format!("profiler-test-holder-{}", std::process::id()));
+        std::fs::create_dir(&cgroup).unwrap();
+        let procs = || std::fs::read_to_string(cgroup.join("cgroup.procs")).unwrap();
+        let holder = CgroupHolder::start(&cgroup).expect("a holder (root, cgroup v2)");
+        let pid = holder.0.id();
+        assert_eq!(procs().trim(), pid.to_string());
+        drop(holder);
+        assert_eq!(procs(), "", "dropped holder {pid} still in the cgroup");
+
+        // Leaked by a thread that then ends: the kernel kills it (PR_SET_PDEATHSIG).
+        let pid = std::thread::spawn({
+            let cgroup = cgroup.clone();
+            move || {
+                let holder = CgroupHolder::start(&cgroup).unwrap();
+                let pid = holder.0.id();
+                std::mem::forget(holder);
+                pid
+            }
+        })
+        .join()
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !procs().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(procs(), "", "leaked holder {pid} outlived its thread");
+        // Reap the killed child (it is ours), then remove the cgroup.
+        // SAFETY: waitpid on our own child's pid.
+        unsafe { libc::waitpid(pid as i32, std::ptr::null_mut(), 0) };
+        std::fs::remove_dir(&cgroup).unwrap();
+    }
 
     #[test]
     fn finds_the_cgroup2_mount() {

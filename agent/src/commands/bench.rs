@@ -205,11 +205,15 @@ impl ProfileHook for AgentHook {
         let with_counters = self.counters;
         let (attached_tx, attached_rx) = mpsc::channel::<()>();
         // Target::resolve talks to Docker on a runtime of its own: it must run outside ours.
+        // The app's own pid: the cgroup's lowest pid is not always the app (the `sleep`
+        // that holds the cgroup while the app restarts, a process left by another program).
+        let app_pid = target.pid;
         let handle = std::thread::spawn(move || -> Result<(u64, String), String> {
             let mut resolved = t.resolve().map_err(|e| format!("{e:#}"))?;
             // Exact counts of library calls (tokio task spawns) over the same window: uprobe
             // counters on the app's binary, filtered on its cgroup (attribute::counters).
-            let counters = match (&resolved.cgroup_dir, resolved.main_pid) {
+            let main_pid = if app_pid > 0 { app_pid } else { resolved.main_pid };
+            let counters = match (&resolved.cgroup_dir, main_pid) {
                 (Some(cg), pid) if pid > 0 && with_counters => {
                     let exe = PathBuf::from(format!("/proc/{pid}/exe"));
                     // The app's own crate, for the lock counters: Cargo names a binary crate
