@@ -203,7 +203,10 @@ fn partial_runs_say_so() {
 fn empty_profile_still_renders_valid_files() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("profile.json");
-    json::write(&Profile::default(), &path).unwrap();
+    // A run that sampled nothing: no stacks, but a real frequency.
+    let mut empty = Profile::default();
+    empty.meta.frequency_hz = 99;
+    json::write(&empty, &path).unwrap();
     let out = report(&path, None);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     for svg in ["flamegraph.svg", "offcpu.svg"] {
@@ -232,6 +235,16 @@ fn bad_input_exits_2_with_one_line() {
     let err = one_error_line(&report(&future, None));
     let expected = format!("profile schema version 99 is newer than the {} this profiler reads", profiler::profile::SCHEMA_VERSION);
     assert!(err.contains(&expected), "{err}");
+
+    // Values no run has: refused as `profiler diff` refuses them (a fresh-user trial
+    // rendered this one "at 0 Hz", "751 samples (0.00 s of CPU)").
+    let zero_hz = dir.path().join("zero-hz.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(fixture()).unwrap()).unwrap();
+    v["meta"]["frequency_hz"] = 0.into();
+    std::fs::write(&zero_hz, serde_json::to_vec(&v).unwrap()).unwrap();
+    let err = one_error_line(&report(&zero_hz, None));
+    assert!(err.contains("zero-hz.json: meta.frequency_hz = 0 is not a sampling frequency"), "{err}");
+    assert!(!dir.path().join("flamegraph.svg").exists(), "rendered a report of an invalid profile");
 
     let not_json = dir.path().join("flamegraph.svg");
     std::fs::write(&not_json, "<svg/>").unwrap();

@@ -25,10 +25,14 @@ pub struct Args {
 ///
 /// # Errors
 /// When the profile cannot be read or is not a valid `profile.json` of a supported schema,
-/// or when the output directory or a file in it cannot be written. A broken pipe on stdout
+/// or holds values no run could have ([`crate::diff::import::check_counts`]), or when the output directory or a file in it cannot be written. A broken pipe on stdout
 /// is returned as an `io::Error` of kind `BrokenPipe` (main exits 0 for it).
 pub fn run(args: Args) -> anyhow::Result<()> {
     let profile = profile::json::read(&args.profile).context("cannot read the profile")?;
+    // The same checks as `profiler diff` makes of a profile.json (a frequency of 0 Hz, counts
+    // that overflow or no run could have): one line naming the field, not a report of nonsense.
+    crate::diff::import::check_counts(&profile, crate::diff::import::InputKind::ProfileJson)
+        .map_err(|e| anyhow::anyhow!("cannot read the profile: {}: {e}", args.profile.display()))?;
     let out = match args.out {
         Some(out) => out,
         None => match args.profile.parent() {
