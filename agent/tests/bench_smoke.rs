@@ -40,6 +40,18 @@ fn bench_smoke_measures_and_profiles_all_five_tests() {
             assert!(p.is_file() && std::fs::metadata(&p).unwrap().len() > 0, "{name}: {} missing or empty", p.display());
         }
     }
+    // `/json`'s profiled run traces every syscall and the wire: the agent's own BPF programs
+    // run in the app's syscalls (about 10% of its samples in a smoke run here), and their
+    // frames carry the names kallsyms gave them while they were loaded. Before, they were
+    // named after the last kernel symbol below the JIT area (a data label,
+    // `__stop_runtime_ptr_USER_PTR_MAX` on this kernel).
+    let folded = std::fs::read_to_string(out.path().join("json").join("stacks.folded")).unwrap();
+    let frames: Vec<&str> = folded.lines().flat_map(|l| l.rsplit_once(' ').unwrap().0.split(';')).collect();
+    assert!(
+        frames.iter().any(|f| f.starts_with("bpf_prog_") && (f.contains("_on_sys_enter") || f.contains("_on_sock_"))),
+        "no sample named in the agent's own BPF programs"
+    );
+    assert!(!frames.iter().any(|f| f.starts_with("__stop_") || f.starts_with("__start_")), "a kernel data label named a frame");
     let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
     for id in ["throughput", "latency", "cpu"] {
         assert!(html.contains(&format!("<svg id=\"{id}\"")), "index.html lacks the {id} chart");

@@ -611,6 +611,9 @@ impl Collector {
             bpf_run_ns: stats_on.then(|| stats.iter().map(|p| p.run_time_ns).sum()),
             bpf_run_count: stats_on.then(|| stats.iter().map(|p| p.run_count).sum()),
         };
+        // While the programs are still loaded: their kallsyms names, for the samples taken
+        // inside them (about 40 ms to scan /proc/kallsyms).
+        let bpf_symbols = crate::symbolize::read_bpf_symbols(std::path::Path::new("/proc/kallsyms"));
         // Stop recording before reading, so that the maps are consistent (the on-CPU
         // sampler detaches in its `finish`, below).
         if let Some(ebpf) = self.offcpu.as_mut() {
@@ -682,7 +685,7 @@ impl Collector {
             footprint: Some(footprint),
             syscall_windows,
         };
-        Ok(RawProfile { meta, processes, on_cpu, off_cpu, syscalls, lost, wire, maps: self.maps })
+        Ok(RawProfile { meta, processes, on_cpu, off_cpu, syscalls, lost, wire, maps: self.maps, bpf_symbols })
     }
 }
 

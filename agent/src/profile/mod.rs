@@ -350,6 +350,13 @@ pub struct RawProfile {
     /// serialized (open file handles of this agent).
     #[serde(skip)]
     pub maps: crate::symbolize::ProcessMaps,
+    /// The kernel's symbols of JIT-compiled BPF programs (`[bpf]` lines of `/proc/kallsyms`:
+    /// start address, `bpf_prog_<tag>_<name>`), read before the agent's programs were
+    /// unloaded: samples taken inside a BPF program (the agent's own wire and syscall
+    /// programs run in the target's syscalls) are named after it, not after the last kernel
+    /// symbol before the JIT area. Sorted by address.
+    #[serde(skip)]
+    pub bpf_symbols: Vec<(u64, String)>,
 }
 
 /// Where a frame's code lives.

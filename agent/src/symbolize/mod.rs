@@ -12,7 +12,11 @@
 //! - Names: DWARF names are unqualified (`poll`), so the outer function's name comes from the
 //!   ELF symbol table (demangled full path, `tokio::runtime::task::harness::poll`); DWARF
 //!   gives the inlined functions (frames of their own, [`Frame::inlined`]) and file:line.
-//! - Kernel addresses resolve through `/proc/kallsyms` (`Source::Kernel`), module `[kernel]`.
+//! - Kernel addresses resolve through `/proc/kallsyms` (`Source::Kernel`), module `[kernel]`;
+//!   addresses in JIT-compiled BPF programs get the program's kallsyms name
+//!   (`bpf_prog_<tag>_<name>`, module `[bpf]`) from [`RawProfile::bpf_symbols`], read before the
+//!   agent unloaded its programs (after that, kallsyms named them after the last kernel symbol
+//!   before the JIT area, a data label such as `__stop_runtime_ptr_USER_PTR_MAX`).
 //! - A process that exited before the end is symbolized from the mappings recorded while it
 //!   lived ([`ProcessMaps`], [`RawProfile::maps`]): file offsets in the files held open.
 //! - An address nothing resolves becomes `[unknown]` with the module (file name) that maps it,
@@ -105,6 +109,7 @@ pub fn symbolize_with(raw: RawProfile, options: &Options) -> Profile {
         mut lost,
         wire,
         maps: recorded,
+        bpf_symbols,
     } = raw;
     let started = std::time::Instant::now();
     let symbolizer = Symbolizer::builder()
@@ -172,7 +177,7 @@ pub fn symbolize_with(raw: RawProfile, options: &Options) -> Profile {
     let user_addresses = user_frames.len();
     let kernel_addresses = kernel.len();
     let mut kernel_frames: HashMap<u64, Frames> = HashMap::new();
-    let frames = symbolize_kernel(&symbolizer, &kernel, options, &mut interner);
+    let frames = symbolize_kernel(&symbolizer, &kernel, options, &bpf_symbols, &mut interner);
     for (addr, f) in kernel.into_iter().zip(frames) {
         kernel_frames.insert(addr, f);
     }
@@ -516,11 +521,51 @@ fn user_frames(
         .collect()
 }
 
-/// Symbolizes kernel addresses through kallsyms.
+/// `Frame::module` of a frame in a JIT-compiled BPF program, as `/proc/kallsyms` tags them.
+pub const BPF_MODULE: &str = "[bpf]";
+
+/// The largest JIT image a `[bpf]` symbol is taken to cover, bytes: kallsyms gives start
+/// addresses only, and the agent's programs compile to a few KiB each (`bpftool prog show`:
+/// `jited` sizes).
+pub const BPF_SYMBOL_MAX_BYTES: u64 = 64 * 1024;
+
+/// The `[bpf]` lines of a kallsyms file (`ffffffffc0a1b2c0 t bpf_prog_6deef7357e7b4530_on_sock_send	[bpf]`):
+/// (start address, name), sorted by address. Empty when the file cannot be read or shows
+/// zero addresses (not root, `kernel.kptr_restrict`).
+pub fn read_bpf_symbols(kallsyms: &std::path::Path) -> Vec<(u64, String)> {
+    let Ok(text) = std::fs::read_to_string(kallsyms) else {
+        return Vec::new();
+    };
+    let mut symbols: Vec<(u64, String)> = text
+        .lines()
+        .filter(|l| l.ends_with("[bpf]"))
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let addr = u64::from_str_radix(f.next()?, 16).ok().filter(|&a| a != 0)?;
+            let name = f.nth(1)?;
+            Some((addr, name.to_string()))
+        })
+        .collect();
+    symbols.sort_unstable();
+    symbols
+}
+
+/// The `[bpf]` symbol holding `addr`: the last one starting at or before it, if `addr` is
+/// below the next one's start and within [`BPF_SYMBOL_MAX_BYTES`] of its own.
+fn bpf_symbol_of(symbols: &[(u64, String)], addr: u64) -> Option<&str> {
+    let i = symbols.partition_point(|(start, _)| *start <= addr).checked_sub(1)?;
+    let (start, name) = &symbols[i];
+    let end = symbols.get(i + 1).map_or(u64::MAX, |(next, _)| *next).min(start.saturating_add(BPF_SYMBOL_MAX_BYTES));
+    (addr < end).then_some(name.as_str())
+}
+
+/// Symbolizes kernel addresses through kallsyms; addresses in a BPF program of `bpf` (read
+/// while it was loaded, [`read_bpf_symbols`]) get its name and module [`BPF_MODULE`].
 fn symbolize_kernel(
     symbolizer: &Symbolizer,
     addrs: &[u64],
     options: &Options,
+    bpf: &[(u64, String)],
     interner: &mut Interner,
 ) -> Vec<Frames> {
     let unknown = |interner: &mut Interner| {
@@ -549,8 +594,17 @@ fn symbolize_kernel(
     };
     results
         .iter()
-        .map(|result| match result {
-            Symbolized::Sym(sym) => vec![interner.get(Frame {
+        .zip(addrs)
+        .map(|(result, &addr)| match (bpf_symbol_of(bpf, addr), result) {
+            (Some(program), _) => vec![interner.get(Frame {
+                function: program.to_string(),
+                module: BPF_MODULE.to_string(),
+                kind: FrameKind::Kernel,
+                inlined: false,
+                file: None,
+                line: None,
+            })],
+            (None, Symbolized::Sym(sym)) => vec![interner.get(Frame {
                 function: sym.name.to_string(),
                 module: KERNEL_MODULE.to_string(),
                 kind: FrameKind::Kernel,
@@ -558,7 +612,38 @@ fn symbolize_kernel(
                 file: None,
                 line: None,
             })],
-            Symbolized::Unknown(_) => unknown(interner),
+            (None, Symbolized::Unknown(_)) => unknown(interner),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bpf_symbols_come_from_kallsyms_bpf_lines_and_cover_their_image() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kallsyms");
+        std::fs::write(
+            &path,
+            "ffffffff81000000 T _stext\n\
+             ffffffffc0a20000 t bpf_prog_bbbb_on_sock_recv\t[bpf]\n\
+             ffffffffc0a1b000 t bpf_prog_aaaa_on_sock_send\t[bpf]\n\
+             ffffffffc0203000 t ftrace_trampoline\t[__builtin__ftrace]\n\
+             0000000000000000 t bpf_prog_hidden\t[bpf]\n",
+        )
+        .unwrap();
+        let symbols = read_bpf_symbols(&path);
+        assert_eq!(symbols, vec![(0xffffffffc0a1b000, "bpf_prog_aaaa_on_sock_send".to_string()), (0xffffffffc0a20000, "bpf_prog_bbbb_on_sock_recv".to_string())]);
+        assert_eq!(bpf_symbol_of(&symbols, 0xffffffffc0a1b000), Some("bpf_prog_aaaa_on_sock_send"));
+        // Up to the next program's start.
+        assert_eq!(bpf_symbol_of(&symbols, 0xffffffffc0a1ffff), Some("bpf_prog_aaaa_on_sock_send"));
+        assert_eq!(bpf_symbol_of(&symbols, 0xffffffffc0a20000), Some("bpf_prog_bbbb_on_sock_recv"));
+        // At most BPF_SYMBOL_MAX_BYTES past the last one; nothing before the first.
+        assert_eq!(bpf_symbol_of(&symbols, 0xffffffffc0a20000 + BPF_SYMBOL_MAX_BYTES - 1), Some("bpf_prog_bbbb_on_sock_recv"));
+        assert_eq!(bpf_symbol_of(&symbols, 0xffffffffc0a20000 + BPF_SYMBOL_MAX_BYTES), None);
+        assert_eq!(bpf_symbol_of(&symbols, 0xffffffffc0a1afff), None);
+        assert!(read_bpf_symbols(&dir.path().join("missing")).is_empty());
+    }
 }
