@@ -43,6 +43,45 @@ fn temporary_beside(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
 }
 
+/// Checks an output folder before anything is collected, so that a run is not thrown away at
+/// the end: creates `out` (and its parents) when missing, and writes and removes a file in it.
+/// Returns the folder when this call created it ([`CreatedDir`]).
+///
+/// # Errors
+/// `out` is a file ("it is a file, not a folder"), or the folder cannot be created or
+/// written (permissions, read-only or full file system).
+pub fn prepare_dir(out: &Path) -> std::io::Result<CreatedDir> {
+    use std::io::{Error, ErrorKind};
+    if out.exists() && !out.is_dir() {
+        return Err(Error::new(ErrorKind::AlreadyExists, "it is a file, not a folder"));
+    }
+    let created = CreatedDir((!out.exists()).then(|| out.to_path_buf()));
+    fn context(what: &'static str) -> impl Fn(Error) -> Error {
+        move |e| Error::new(e.kind(), format!("{what}: {e}"))
+    }
+    std::fs::create_dir_all(out).map_err(context("cannot create the folder"))?;
+    let probe = out.join(format!(".profiler-write-check-{}", std::process::id()));
+    write_bytes_replacing(&probe, b"").map_err(context("cannot create a file in it"))?;
+    std::fs::remove_file(&probe).map_err(context("cannot remove a file from it"))?;
+    Ok(created)
+}
+
+/// An output folder when [`prepare_dir`] created it, so that a run that fails or measures
+/// nothing (the programs cannot be loaded: not root, no BTF; a bench stopped before its
+/// first measurement) leaves no empty folder behind.
+#[derive(Debug)]
+pub struct CreatedDir(Option<PathBuf>);
+
+impl CreatedDir {
+    /// Removes the folder if [`prepare_dir`] created it and it is still empty (`remove_dir`
+    /// never removes a folder with files).
+    pub fn remove_if_empty(&self) {
+        if let Some(dir) = &self.0 {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

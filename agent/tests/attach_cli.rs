@@ -187,3 +187,27 @@ fn not_root_fails_with_one_line_and_leaves_no_folder() {
     assert!(stderr.contains("loading BPF programs needs root"), "{stderr}");
     assert!(!out.exists(), "{} was left behind", out.display());
 }
+
+/// `--duration 0` runs until Ctrl-C: that is its planned end, so the profile is not partial.
+#[test]
+fn an_unbounded_run_ended_by_ctrl_c_is_complete() {
+    let mut child = Spawned::new(&example("ka_two_hot_functions"), &["30"]);
+    assert_eq!(child.read_line(), "ready");
+    let out = tempfile::tempdir().unwrap();
+    let attach = profiler()
+        .args(["attach", "--pid", &child.pid().to_string(), "--duration", "0", "--out"])
+        .arg(out.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    // SAFETY: kill(2) on the pid of our own child.
+    assert_eq!(unsafe { libc::kill(attach.id() as i32, libc::SIGINT) }, 0);
+    let output = attach.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "exit {:?}\nstderr:\n{stderr}", output.status);
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(out.path().join("profile.json")).unwrap()).unwrap();
+    assert!(json["meta"]["partial"].is_null(), "{}", json["meta"]["partial"]);
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("PARTIAL"));
+}

@@ -93,3 +93,36 @@ fn a_mistyped_cost_is_refused_before_anything_starts() {
     assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
     assert!(!stderr.contains("PostgreSQL"), "{stderr}");
 }
+
+#[test]
+fn an_unwritable_out_and_an_early_stop_leave_no_folder() {
+    let profiler = env!("CARGO_BIN_EXE_profiler");
+    let dir = tempfile::tempdir().unwrap();
+    // An --out that is a file: refused before the build and the database, as attach does.
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let o = Command::new(profiler).args(["bench", "--smoke", "--skip-build", "--only", "json", "--out"]).arg(&file).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(stderr.trim(), format!("profiler: error: cannot write into {}: it is a file, not a folder", file.display()));
+
+    // Ctrl-C while PostgreSQL starts (initdb alone takes over a second): nothing measured,
+    // nothing written, and the folder this run created is gone.
+    let out = dir.path().join("early");
+    let child = Command::new(profiler)
+        .args(["bench", "--smoke", "--skip-build", "--only", "json", "--name", "profiler-ci-early", "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // SAFETY: kill(2) on the pid of our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("bench: nothing was measured; no files written"), "{stderr}");
+    assert!(stderr.ends_with("profiler: error: interrupted (Ctrl-C or SIGTERM)\n"), "{stderr}");
+    assert!(!out.exists(), "{} was left behind", out.display());
+}

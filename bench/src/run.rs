@@ -623,7 +623,9 @@ fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
     head.strip_prefix("HTTP/1.1 ")?.get(..3)?.parse().ok()
 }
 
-fn now_rfc3339() -> String {
+/// Now, UTC, RFC 3339 to the second (`2026-12-01T06:56:16Z`): the format of
+/// `results.json`'s `started_at` and `finished_at`.
+pub fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 

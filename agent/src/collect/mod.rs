@@ -864,6 +864,11 @@ fn add_lost(ebpf: &Ebpf, lost: &mut LostCounters) -> Result<(), CollectError> {
     Ok(())
 }
 
+/// `Meta::partial` of a collection stopped by its stop flag (Ctrl-C, SIGTERM) with no error;
+/// also the error text of an interrupted bench. A caller that stops the collection itself at
+/// the planned end (a bench's profiled run, `attach --duration 0`) clears it.
+pub const INTERRUPTED: &str = "interrupted (Ctrl-C or SIGTERM)";
+
 /// Collects from `target` until `duration` has passed, `stop` is raised (Ctrl-C) or the
 /// target has no process left, then drains everything (see [`Collector::finish`]).
 /// Every second it refreshes a pid-set filter and checks that the target is alive;
@@ -927,7 +932,7 @@ pub fn run(
     let partial = match (&reason, failure) {
         (_, Some(error)) => Some(format!("error: {error}")),
         (StopReason::Deadline, None) => None,
-        (StopReason::Interrupted, None) => Some("interrupted (Ctrl-C or SIGTERM)".to_owned()),
+        (StopReason::Interrupted, None) => Some(INTERRUPTED.to_owned()),
         (StopReason::TargetGone, None) => Some("target exited".to_owned()),
     };
     let profile = collector.finish(target, partial)?;

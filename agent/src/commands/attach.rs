@@ -12,7 +12,7 @@
 //! before anything is loaded, so that a run is not collected for a folder it cannot write.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -108,38 +108,6 @@ fn slug(target: &Target) -> String {
     raw.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' }).collect()
 }
 
-/// Creates `out` (and its parents) when missing, and writes and removes a file in it.
-///
-/// # Errors
-/// `out` is a file, or the folder cannot be created or written (permissions, read-only or
-/// full file system).
-fn check_out_dir(out: &Path) -> anyhow::Result<CreatedDir> {
-    if out.exists() && !out.is_dir() {
-        bail!("it is a file, not a folder");
-    }
-    let created = CreatedDir((!out.exists()).then(|| out.to_path_buf()));
-    std::fs::create_dir_all(out).context("cannot create the folder")?;
-    let probe = out.join(format!(".profiler-write-check-{}", std::process::id()));
-    crate::output::write_bytes_replacing(&probe, b"").context("cannot create a file in it")?;
-    std::fs::remove_file(&probe).context("cannot remove a file from it")?;
-    Ok(created)
-}
-
-/// The `--out` folder when this run created it: removed again if the run fails before
-/// writing anything into it (the programs cannot be loaded: not root, no BTF), so that a
-/// failed attach leaves no empty report folder behind.
-struct CreatedDir(Option<PathBuf>);
-
-impl CreatedDir {
-    /// Removes the folder if this run created it and it is still empty (`remove_dir` never
-    /// removes a folder with files).
-    fn remove_if_empty(&self) {
-        if let Some(dir) = &self.0 {
-            let _ = std::fs::remove_dir(dir);
-        }
-    }
-}
-
 /// Runs `profiler attach`.
 ///
 /// # Errors
@@ -161,7 +129,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     tracing::info!(target = %resolved.description, filter = ?resolved.filter, "resolved");
     // The output folder is checked before anything is collected: a run is not thrown away
     // at the end for a folder that cannot be written.
-    let created = check_out_dir(&out).with_context(|| format!("cannot write into {}", out.display()))?;
+    let created = crate::output::prepare_dir(&out).with_context(|| format!("cannot write into {}", out.display()))?;
 
     let stop = Arc::new(AtomicBool::new(false));
     let presses = Arc::new(AtomicUsize::new(0));
@@ -207,7 +175,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     progress.set_message(format!("profiling {}", resolved.description));
     let mut attached_after = None;
-    let (raw, reason) = collect::run(&mut resolved, &options, duration, &stop, |elapsed| {
+    let (mut raw, reason) = collect::run(&mut resolved, &options, duration, &stop, |elapsed| {
         // The first tick comes right after every program was attached.
         attached_after.get_or_insert_with(|| command_started.elapsed());
         progress.set_position(elapsed.as_secs());
@@ -218,6 +186,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     progress.finish_and_clear();
     match reason {
         StopReason::Deadline => {}
+        // `--duration 0` runs until Ctrl-C: that is its planned end, not a partial profile.
+        StopReason::Interrupted if unbounded && raw.meta.partial.as_deref() == Some(collect::INTERRUPTED) => raw.meta.partial = None,
         StopReason::Interrupted => tracing::warn!("interrupted: the profile is partial"),
         StopReason::TargetGone => tracing::warn!("the target exited: the profile is partial"),
     }

@@ -237,7 +237,7 @@ impl ProfileHook for AgentHook {
                 }
             })
             .map_err(|e| format!("{e:#}"))?;
-            if reason == collect::StopReason::Interrupted && raw.meta.partial.as_deref() == Some("interrupted (Ctrl-C or SIGTERM)") {
+            if reason == collect::StopReason::Interrupted && raw.meta.partial.as_deref() == Some(collect::INTERRUPTED) {
                 // Stopped by us at the end of the load run: the profile is complete.
                 raw.meta.partial = None;
             }
@@ -438,6 +438,12 @@ pub fn run(args: Args) -> Result<u8> {
     }
     let opts = options(&args)?;
     let rules = bench_rules(&args.rules)?;
+    // The output folder is checked before the build and the runs (not for --serve, which
+    // writes nothing); one this run created is removed again if nothing gets measured.
+    let created = match args.serve {
+        true => None,
+        false => Some(crate::output::prepare_dir(&opts.out_dir).with_context(|| format!("cannot write into {}", opts.out_dir.display()))?),
+    };
     let progress = StderrProgress { started: Mutex::new(None) };
     if !args.skip_build && args.app_binary.is_none() {
         build_app(&progress)?;
@@ -483,7 +489,7 @@ pub fn run(args: Args) -> Result<u8> {
     let outcome = runtime.block_on(async {
         tokio::select! {
             r = bench::run::run(&opts, hook_ref, &progress, results.clone()) => r.map_err(anyhow::Error::from),
-            _ = stop_signal() => Err(anyhow::anyhow!("interrupted (Ctrl-C or SIGTERM)")),
+            _ = stop_signal() => Err(anyhow::anyhow!(crate::collect::INTERRUPTED)),
         }
     });
     // Whatever happened, write what was measured. On Ctrl-C the select dropped the run; stop
@@ -503,11 +509,21 @@ pub fn run(args: Args) -> Result<u8> {
     if let Err(e) = &outcome {
         results.mark_partial(&format!("{e:#}"));
     }
-    let measured_anything = !results.tests.is_empty() || results.conformance.passed + results.conformance.failed > 0;
+    if results.finished_at.is_empty() && !results.started_at.is_empty() {
+        // The run was dropped before it could note its end (Ctrl-C).
+        results.finished_at = bench::run::now_rfc3339();
+    }
+    let measured_anything =
+        !results.tests.is_empty() || results.unfinished.is_some() || results.conformance.passed + results.conformance.failed > 0;
     if measured_anything {
         write_outputs(&results, &opts.out_dir, &rules)?;
         print!("{}", results.summary_table());
         eprintln!("bench: wrote {}", opts.out_dir.join("index.html").display());
+    } else {
+        if let Some(created) = &created {
+            created.remove_if_empty();
+        }
+        eprintln!("bench: nothing was measured; no files written");
     }
     outcome?;
     if results.failed_requests() > 0 {

@@ -268,7 +268,7 @@ pub fn run(
     let outcome = runtime.block_on(async {
         tokio::select! {
             r = bench::overhead::run(opts, &modes, pairs, progress, results.clone()) => r.map_err(anyhow::Error::from),
-            _ = super::bench::stop_signal() => Err(anyhow::anyhow!("interrupted (Ctrl-C or SIGTERM)")),
+            _ = super::bench::stop_signal() => Err(anyhow::anyhow!(crate::collect::INTERRUPTED)),
         }
     });
     if outcome.is_err() && opts.docker {

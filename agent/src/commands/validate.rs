@@ -555,7 +555,7 @@ pub fn run(args: Args) -> Result<u8> {
         let mut env = bench::run::Environment::start(&bench_opts, &progress).await?;
         let outcome = tokio::select! {
             r = bench::validate::measure_gains(&mut env, &bench_opts, &plans, &g, &progress) => r.map_err(anyhow::Error::from),
-            _ = super::bench::stop_signal() => Err(anyhow::anyhow!("interrupted (Ctrl-C or SIGTERM)")),
+            _ = super::bench::stop_signal() => Err(anyhow::anyhow!(crate::collect::INTERRUPTED)),
         };
         env.shutdown().await;
         outcome
