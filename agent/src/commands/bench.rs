@@ -78,7 +78,7 @@ pub struct Args {
     /// Do not run `cargo build --release -p target-app` first, and reuse an existing image.
     #[arg(long)]
     pub skip_build: bool,
-    /// One short run per test (5 s, 2 s warm-up), the whole run in about two minutes.
+    /// One short run per test (5 s, 2 s warm-up), the whole run in about 1.5 minutes.
     #[arg(long)]
     pub smoke: bool,
     /// Re-measure the first test at the end and report the difference.
