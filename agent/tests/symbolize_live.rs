@@ -328,6 +328,9 @@ fn exited_process_is_symbolized_from_its_recorded_mappings() {
     let leaf = runtime_address(pid, "_ZN16symbolize_target6shapes6Circle9area_leaf17h");
     let start = runtime_address(pid, "_start");
     let ret = target.printed["ret_in_inlined"];
+    // A vdso function, at its offset in the vdso image (the ELF symbol table of this test's own
+    // vdso: the kernel maps the same image into every 64-bit process).
+    let vdso_clock = vdso_range(pid).0 + own_vdso_symbol("__vdso_clock_gettime") + 4;
     let mut recorded = ProcessMaps::default();
     recorded.record(pid);
     assert!(recorded.has(pid), "nothing recorded of a live process (not root?)");
@@ -336,19 +339,19 @@ fn exited_process_is_symbolized_from_its_recorded_mappings() {
     assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "pid {pid} still exists");
 
     let raw = |maps: ProcessMaps| RawProfile {
-        on_cpu: vec![RawStack {
-            pid,
-            tid: pid,
-            thread: "symbolize_targe".into(),
-            user: vec![leaf + 4, ret, start + 5],
-            count: 7,
-            ..Default::default()
-        }],
+        on_cpu: vec![
+            RawStack { pid, tid: pid, thread: "symbolize_targe".into(), user: vec![leaf + 4, ret, start + 5], count: 7, ..Default::default() },
+            RawStack { pid, tid: pid, thread: "symbolize_targe".into(), user: vec![vdso_clock], count: 2, ..Default::default() },
+        ],
         maps,
         ..Default::default()
     };
     let profile = symbolize(raw(recorded));
-    let mut got = names(&profile, profile.on_cpu[0].stack);
+    let vdso = &profile.stacks[profile.on_cpu.iter().find(|c| c.count == 2).unwrap().stack as usize];
+    let vdso = &profile.frames[vdso.frames[0] as usize];
+    assert!(matches!(vdso.function.as_str(), "clock_gettime" | "__vdso_clock_gettime"), "{vdso:?}");
+    assert_eq!(vdso.module, "[vdso]");
+    let mut got = names(&profile, profile.on_cpu.iter().find(|c| c.count == 7).unwrap().stack);
     if got[2].0 == "inlined_middle" {
         got[2].0 = "symbolize_target::shapes::inlined_middle".to_string();
     }
@@ -361,7 +364,7 @@ fn exited_process_is_symbolized_from_its_recorded_mappings() {
             ("symbolize_target::shapes::Circle::area_leaf".to_string(), FrameKind::User, false),
         ]
     );
-    let stack = &profile.stacks[profile.on_cpu[0].stack as usize];
+    let stack = &profile.stacks[profile.on_cpu.iter().find(|c| c.count == 7).unwrap().stack as usize];
     assert!(!stack.truncated);
     let source = include_str!("../examples/symbolize_target.rs");
     let line = source.lines().position(|l| l.contains("black_box(c.area_leaf())")).unwrap() as u32 + 1;
@@ -373,6 +376,31 @@ fn exited_process_is_symbolized_from_its_recorded_mappings() {
 
     // Without the recording, the same stack has no names: the recording is what names it.
     let profile = symbolize(raw(ProcessMaps::default()));
-    let got = names(&profile, profile.on_cpu[0].stack);
-    assert!(got.iter().all(|(f, _, _)| f == "[unknown]"), "{got:?}");
+    for c in &profile.on_cpu {
+        let got = names(&profile, c.stack);
+        assert!(got.iter().all(|(f, _, _)| f == "[unknown]"), "{got:?}");
+    }
+}
+
+/// `[start, end)` of the `[vdso]` line of `/proc/PID/maps`.
+fn vdso_range(pid: u32) -> (u64, u64) {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let line = maps.lines().find(|l| l.ends_with("[vdso]")).expect("a [vdso] mapping");
+    let (start, end) = line.split_whitespace().next().unwrap().split_once('-').unwrap();
+    (u64::from_str_radix(start, 16).unwrap(), u64::from_str_radix(end, 16).unwrap())
+}
+
+/// Offset of the dynamic symbol `name` in this process's vdso image, from its ELF symbol
+/// table (the image read from this process's memory).
+fn own_vdso_symbol(name: &str) -> u64 {
+    use std::io::{Read, Seek, SeekFrom};
+    let (start, end) = vdso_range(std::process::id());
+    let mut image = vec![0u8; (end - start) as usize];
+    let mut mem = std::fs::File::open("/proc/self/mem").unwrap();
+    mem.seek(SeekFrom::Start(start)).unwrap();
+    mem.read_exact(&mut image).unwrap();
+    let file = object::File::parse(&*image).unwrap();
+    let base = file.segments().next().map_or(0, |s| s.address());
+    let symbol = file.dynamic_symbols().find(|s| s.name() == Ok(name)).unwrap_or_else(|| panic!("no {name} in the vdso"));
+    symbol.address() - base
 }

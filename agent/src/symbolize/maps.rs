@@ -56,12 +56,15 @@ pub struct ProcessMaps {
     /// `dlopen`s adds to its list; lookups prefer the newest).
     mappings: BTreeMap<u32, Vec<MappedFile>>,
     files: HashMap<(String, u64), Arc<File>>,
+    /// Per pid, the `[vdso]` mapping's `[start, end)`: not a file, but the same image in
+    /// every 64-bit process of this kernel, so this agent's own copy stands in for it.
+    vdso: BTreeMap<u32, (u64, u64)>,
 }
 
 impl PartialEq for ProcessMaps {
     /// Equal when the same mappings were recorded (the open handles are not compared).
     fn eq(&self, other: &Self) -> bool {
-        self.mappings == other.mappings
+        self.mappings == other.mappings && self.vdso == other.vdso
     }
 }
 
@@ -80,6 +83,9 @@ impl ProcessMaps {
             return;
         };
         for line in text.lines() {
+            if let Some(v) = proc_maps::parse(line).filter(|m| m.path == "[vdso]") {
+                self.vdso.insert(pid, (v.start, v.end));
+            }
             let Some(m) = parse_line(line) else {
                 continue;
             };
@@ -107,6 +113,12 @@ impl ProcessMaps {
     /// Number of processes with recorded mappings.
     pub fn processes(&self) -> usize {
         self.mappings.values().filter(|l| !l.is_empty()).count()
+    }
+
+    /// The offset of `address` in the recorded `[vdso]` of `pid`, when it falls there.
+    pub fn vdso_offset(&self, pid: u32, address: u64) -> Option<u64> {
+        let &(start, end) = self.vdso.get(&pid)?;
+        (start <= address && address < end).then(|| address - start)
     }
 
     /// The newest recorded mapping of `pid` that holds `address`.

@@ -403,7 +403,8 @@ fn symbolize_process(
 /// Symbolizes the user addresses of a process that has exited from its recorded mappings:
 /// each address becomes a file offset in the file held open for its mapping, looked up with
 /// `Source::Elf` and `Input::FileOffset` (symbol table, then DWARF, as for a live process).
-/// An address outside every recorded mapping is `[unknown]`.
+/// `[vdso]` addresses are looked up at the same offset in this agent's own vdso. An address
+/// outside every recorded mapping is `[unknown]`.
 fn symbolize_recorded(
     symbolizer: &Symbolizer,
     pid: u32,
@@ -421,6 +422,21 @@ fn symbolize_recorded(
         if let Some(m) = recorded.lookup(pid, addr) {
             if let (Some(path), Some(offset)) = (recorded.path(m), m.file_offset(addr)) {
                 by_file.entry(path).or_default().push((i, offset, m.module.clone()));
+            }
+        }
+    }
+    // `[vdso]` addresses: the same offset in this agent's own vdso, which is the same image.
+    let vdso: Vec<(usize, u64)> = addrs.iter().enumerate().filter_map(|(i, &a)| recorded.vdso_offset(pid, a).map(|o| (i, o))).collect();
+    if let (false, Some(own)) = (vdso.is_empty(), read_maps(std::process::id()).into_iter().find(|m| m.module == "[vdso]")) {
+        let own_addrs: Vec<u64> = vdso.iter().map(|&(_, o)| own.start + o).collect();
+        let mut own_process = Process::new(Pid::Slf);
+        own_process.debug_syms = false;
+        own_process.vdso = true;
+        if let Ok(syms) = symbolizer.symbolize(&Source::Process(own_process), Input::AbsAddr(&own_addrs)) {
+            for (&(i, _), sym) in vdso.iter().zip(syms.iter()) {
+                if let Some(sym) = sym.as_sym() {
+                    frames[i] = Some(user_frames(Some(sym), None, own.module.clone(), interner));
+                }
             }
         }
     }
@@ -446,7 +462,16 @@ fn symbolize_recorded(
     frames
         .into_iter()
         .zip(addrs)
-        .map(|(f, &addr)| f.unwrap_or_else(|| unknown(interner, recorded.lookup(pid, addr).map(|m| m.module.clone()).unwrap_or_default())))
+        .map(|(f, &addr)| {
+            f.unwrap_or_else(|| {
+                let module = match recorded.lookup(pid, addr) {
+                    Some(m) => m.module.clone(),
+                    None if recorded.vdso_offset(pid, addr).is_some() => "[vdso]".to_string(),
+                    None => String::new(),
+                };
+                unknown(interner, module)
+            })
+        })
         .collect()
 }
 
