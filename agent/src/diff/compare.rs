@@ -232,7 +232,7 @@ impl Verdict {
             Verdict::ProfileChanged => "no change in throughput or CPU per request beyond noise; the profile changed beyond noise",
             Verdict::NoChange => "no change beyond noise",
             Verdict::Identical => "no change (identical)",
-            Verdict::SignificanceUnknown => "changed; significance unknown (one run per side: no noise estimate)",
+            Verdict::SignificanceUnknown => "changed; significance unknown (a side has a single run: no noise estimate)",
         }
     }
 }
@@ -807,7 +807,7 @@ fn gate_finding(r: &Row, pct: f64) -> String {
         ROW_REQ_PER_S if r.significance == Significance::Beyond => {
             format!("req/s {:.0} → {:.0} ({change:+.1}%, beyond the noise of {:.0} req/s and the {pct}% threshold)", r.base, r.head, r.noise.unwrap_or(0.0))
         }
-        ROW_REQ_PER_S => format!("req/s {:.0} → {:.0} ({change:+.1}%, beyond the {pct}% threshold; one run per side, noise unknown)", r.base, r.head),
+        ROW_REQ_PER_S => format!("req/s {:.0} → {:.0} ({change:+.1}%, beyond the {pct}% threshold; a side has a single run, noise unknown)", r.base, r.head),
         ROW_CPU_ACCOUNTED => format!("app CPU per request {:.1} → {:.1} µs ({change:+.1}%, {})", r.base, r.head, noise_words(r)),
         _ => format!("sampled CPU per request {:.1} → {:.1} µs ({change:+.1}%, {})", r.base, r.head, noise_words(r)),
     }

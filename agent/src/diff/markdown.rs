@@ -171,7 +171,7 @@ fn and_list(items: &[String]) -> String {
 ///
 /// - a regression beyond noise within the threshold names the figures that got worse and
 ///   says that the threshold (which checks req/s and CPU per request only) was not crossed;
-/// - a failed gate under any other verdict (its figures' noise is unknown: one run per side,
+/// - a failed gate under any other verdict (its figures' noise is unknown: a side with a single run,
 ///   single profiles) names the figures that crossed it and says the check fails.
 pub fn headline(diff: &Diff) -> String {
     let pct = diff.fail_on_regression_pct;
