@@ -307,12 +307,51 @@ fn workspace_root() -> Option<PathBuf> {
     root.join("Cargo.toml").is_file().then_some(root)
 }
 
+/// The CPUs this process may run on (`sched_getaffinity(2)`), ascending; empty if unknown.
+fn allowed_cpus() -> Vec<u32> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for this process.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        return Vec::new();
+    }
+    // SAFETY: CPU_ISSET reads the set filled above, with an index below CPU_SETSIZE.
+    (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).map(|c| c as u32).collect()
+}
+
+/// Checks a cpuset list (`0`, `1-3`, `0,2-3`, as `taskset -c` and Docker take them) against
+/// `allowed` (not checked when empty), so that a bad list is refused before PostgreSQL and
+/// the app start.
+///
+/// # Errors
+/// One line naming the flag: not a list, or a CPU this machine does not let us use.
+fn check_cpu_list(flag: &str, list: &str, allowed: &[u32]) -> Result<()> {
+    let bad = || anyhow::anyhow!("{flag} {list}: not a CPU list (like 0, 1-3 or 0,2-3)");
+    let mut cpus = Vec::new();
+    for part in list.split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (u32, u32) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+        if a > b {
+            return Err(bad());
+        }
+        cpus.extend(a..=b.min(a + 4096));
+    }
+    if let Some(cpu) = cpus.iter().find(|c| !allowed.is_empty() && !allowed.contains(c)) {
+        let have: Vec<String> = allowed.iter().map(u32::to_string).collect();
+        bail!("{flag} {list}: CPU {cpu} is not available here (CPUs {})", have.join(","));
+    }
+    Ok(())
+}
+
 /// The run's settings from the command line (`--smoke`: 1 run of 5 s after 2 s of warm-up).
 pub(crate) fn options(args: &Args) -> Result<BenchOptions> {
     let (app_default, load_default) = default_cpus();
     let app_cpus = args.app_cpus.clone().unwrap_or(app_default);
     let load_cpus = args.load_cpus.clone().unwrap_or(load_default);
     let pg_cpus = Some(args.pg_cpus.clone().unwrap_or_else(|| load_cpus.clone()));
+    let allowed = allowed_cpus();
+    for (flag, list) in [("--app-cpus", &app_cpus), ("--load-cpus", &load_cpus), ("--pg-cpus", pg_cpus.as_ref().unwrap_or(&load_cpus))] {
+        check_cpu_list(flag, list, &allowed)?;
+    }
     let threads = args.threads.unwrap_or_else(|| crate::attribute::cpu_list_len(&load_cpus));
     let (runs, duration, warmup) = if args.smoke { (1, 5, 2) } else { (args.runs, args.duration, args.warmup) };
     if runs == 0 || duration == 0 {
@@ -542,6 +581,22 @@ mod tests {
         assert_eq!(crate::attribute::cpu_list_len("0"), 1);
         assert_eq!(crate::attribute::cpu_list_len("1-3"), 3);
         assert_eq!(crate::attribute::cpu_list_len("0,2-3"), 3);
+    }
+
+    #[test]
+    fn cpu_lists_are_checked_before_anything_starts() {
+        let allowed = [0, 1];
+        assert!(check_cpu_list("--app-cpus", "0", &allowed).is_ok());
+        assert!(check_cpu_list("--load-cpus", "0-1", &allowed).is_ok());
+        assert!(check_cpu_list("--load-cpus", "0,1", &allowed).is_ok());
+        let err = |list: &str| check_cpu_list("--app-cpus", list, &allowed).unwrap_err().to_string();
+        assert_eq!(err("7"), "--app-cpus 7: CPU 7 is not available here (CPUs 0,1)");
+        assert_eq!(err("1-3"), "--app-cpus 1-3: CPU 2 is not available here (CPUs 0,1)");
+        assert_eq!(err("x"), "--app-cpus x: not a CPU list (like 0, 1-3 or 0,2-3)");
+        assert_eq!(err("1-0"), "--app-cpus 1-0: not a CPU list (like 0, 1-3 or 0,2-3)");
+        assert_eq!(err(""), "--app-cpus : not a CPU list (like 0, 1-3 or 0,2-3)");
+        // This machine's own set is what options() checks against.
+        assert!(allowed_cpus().contains(&0));
     }
 
     #[test]
