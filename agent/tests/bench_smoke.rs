@@ -126,3 +126,43 @@ fn an_unwritable_out_and_an_early_stop_leave_no_folder() {
     assert!(stderr.ends_with("profiler: error: interrupted (Ctrl-C or SIGTERM)\n"), "{stderr}");
     assert!(!out.exists(), "{} was left behind", out.display());
 }
+
+/// Ctrl-C during the profiled run: the agent's collection so far is drained and written into
+/// the test's folder, marked partial, and results.json says the profiled run did not finish.
+#[test]
+fn a_bench_stopped_in_its_profiled_run_keeps_the_partial_profile() {
+    use std::io::{BufRead, BufReader};
+    let out = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_profiler"))
+        .args(["bench", "--skip-build", "--only", "json", "--runs", "1", "--duration", "4", "--warmup", "1", "--name", "profiler-ci-cut", "--out"])
+        .arg(out.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "bench ended before its profiled run:\n{seen}");
+        seen.push_str(&line);
+        if line.contains("json: profiled run") {
+            break;
+        }
+    }
+    // Attached, the app restarted under the agent and warmed up for 1 s: into the run.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    // SAFETY: kill(2) on the pid of our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(2), "{seen}{rest}");
+    assert!(rest.contains("bench: the profiled run was interrupted; its partial profile ("), "{rest}");
+    let profile: Value = serde_json::from_slice(&std::fs::read(out.path().join("json").join("profile.json")).unwrap()).unwrap();
+    assert_eq!(profile["meta"]["partial"], "interrupted (Ctrl-C or SIGTERM)");
+    let samples: u64 = profile["on_cpu"].as_array().unwrap().iter().map(|c| c["count"].as_u64().unwrap()).sum();
+    assert!(samples > 0, "no samples in the partial profile");
+    let results: Value = serde_json::from_slice(&std::fs::read(out.path().join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["partial"], "interrupted (Ctrl-C or SIGTERM); unfinished: json (all 1 runs; the profiled run did not finish)");
+}

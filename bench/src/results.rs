@@ -228,7 +228,11 @@ impl BenchResults {
             .collect();
         let mut text = why.to_string();
         if let Some(u) = unfinished {
-            text += &format!("; unfinished: {} ({} of {} runs, not profiled)", u.test.name(), u.runs.len(), self.settings.runs.max(1));
+            let planned = self.settings.runs.max(1);
+            text += &match u.runs.len() as u32 >= planned {
+                true => format!("; unfinished: {} (all {planned} runs; the profiled run did not finish)", u.test.name()),
+                false => format!("; unfinished: {} ({} of {planned} runs, not profiled)", u.test.name(), u.runs.len()),
+            };
         }
         if !missing.is_empty() {
             text += &format!("; not measured: {}", missing.join(", "));

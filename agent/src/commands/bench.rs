@@ -157,13 +157,36 @@ impl Progress for StderrProgress {
 /// The agent attached for one profiled run: collection in a thread, stopped by `finish`.
 struct AgentSession {
     stop: Arc<AtomicBool>,
-    handle: JoinHandle<Result<(u64, String), String>>,
+    /// Raised when the session is dropped without `finish` (the bench was interrupted during
+    /// the profiled run): the profile is then written as partial.
+    cancelled: Arc<AtomicBool>,
+    /// `None` once joined by `finish`.
+    handle: Option<JoinHandle<Result<(u64, String), String>>>,
+    /// Where the profile goes, for the line printed when it is cut short.
+    out: PathBuf,
 }
 
 impl ProfileSession for AgentSession {
-    fn finish(self: Box<Self>) -> Result<(u64, String), String> {
+    fn finish(mut self: Box<Self>) -> Result<(u64, String), String> {
         self.stop.store(true, Ordering::Relaxed);
-        self.handle.join().map_err(|_| "the profiling thread panicked".to_string())?
+        let handle = self.handle.take().ok_or("the profiling session was already finished")?;
+        handle.join().map_err(|_| "the profiling thread panicked".to_string())?
+    }
+}
+
+impl Drop for AgentSession {
+    /// Dropped without `finish`: the bench's run was cancelled (Ctrl-C) while the agent was
+    /// attached. The collection is stopped and what it collected is drained and written,
+    /// marked partial, before the bench writes its results: nothing collected is lost.
+    fn drop(&mut self) {
+        let Some(handle) = self.handle.take() else { return };
+        self.cancelled.store(true, Ordering::Relaxed);
+        self.stop.store(true, Ordering::Relaxed);
+        match handle.join() {
+            Ok(Ok((samples, _))) => eprintln!("bench: the profiled run was interrupted; its partial profile ({samples} samples) is in {}", self.out.display()),
+            Ok(Err(e)) => eprintln!("bench: the profiled run was interrupted; writing its profile failed: {e}"),
+            Err(_) => eprintln!("bench: the profiled run was interrupted; the profiling thread panicked"),
+        }
     }
 }
 
@@ -200,6 +223,8 @@ impl ProfileHook for AgentHook {
         });
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let was_cancelled = cancelled.clone();
         let out = out_dir.to_path_buf();
         let rules = self.rules.clone();
         let with_counters = self.counters;
@@ -237,7 +262,10 @@ impl ProfileHook for AgentHook {
                 }
             })
             .map_err(|e| format!("{e:#}"))?;
-            if reason == collect::StopReason::Interrupted && raw.meta.partial.as_deref() == Some(collect::INTERRUPTED) {
+            if reason == collect::StopReason::Interrupted
+                && raw.meta.partial.as_deref() == Some(collect::INTERRUPTED)
+                && !was_cancelled.load(Ordering::Relaxed)
+            {
                 // Stopped by us at the end of the load run: the profile is complete.
                 raw.meta.partial = None;
             }
@@ -285,7 +313,7 @@ impl ProfileHook for AgentHook {
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
             }
         }
-        Ok(Box::new(AgentSession { stop, handle }))
+        Ok(Box::new(AgentSession { stop, cancelled, handle: Some(handle), out: out_dir.to_path_buf() }))
     }
 }
 
