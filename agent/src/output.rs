@@ -52,13 +52,14 @@ fn temporary_beside(path: &Path) -> PathBuf {
 /// written (permissions, read-only or full file system).
 pub fn prepare_dir(out: &Path) -> std::io::Result<CreatedDir> {
     use std::io::{Error, ErrorKind};
+    /// The error with what was being done in front of it, keeping its kind.
+    fn context(what: &'static str) -> impl Fn(Error) -> Error {
+        move |e| Error::new(e.kind(), format!("{what}: {e}"))
+    }
     if out.exists() && !out.is_dir() {
         return Err(Error::new(ErrorKind::AlreadyExists, "it is a file, not a folder"));
     }
     let created = CreatedDir((!out.exists()).then(|| out.to_path_buf()));
-    fn context(what: &'static str) -> impl Fn(Error) -> Error {
-        move |e| Error::new(e.kind(), format!("{what}: {e}"))
-    }
     std::fs::create_dir_all(out).map_err(context("cannot create the folder"))?;
     let probe = out.join(format!(".profiler-write-check-{}", std::process::id()));
     write_bytes_replacing(&probe, b"").map_err(context("cannot create a file in it"))?;

@@ -25,7 +25,8 @@ pub struct Args {
 ///
 /// # Errors
 /// When the profile cannot be read or is not a valid `profile.json` of a supported schema,
-/// or holds values no run could have ([`crate::diff::import::check_counts`]), or when the output directory or a file in it cannot be written. A broken pipe on stdout
+/// or holds values no run could have ([`crate::diff::import::check_counts`]), or when the
+/// output directory or a file in it cannot be written. A broken pipe on stdout
 /// is returned as an `io::Error` of kind `BrokenPipe` (main exits 0 for it).
 pub fn run(args: Args) -> anyhow::Result<()> {
     let profile = profile::json::read(&args.profile).context("cannot read the profile")?;
