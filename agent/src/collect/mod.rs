@@ -599,6 +599,11 @@ impl Collector {
     /// the reason when the run ended early. The target's CPU time is measured from
     /// [`Collector::start`] to now.
     pub fn finish(mut self, target: &ResolvedTarget, partial: Option<String>) -> Result<RawProfile, CollectError> {
+        // While the programs are still loaded: their kallsyms names, for the samples taken
+        // inside them (about 40 ms to scan /proc/kallsyms). Before the footprint is read, so
+        // that it counts this work as the agent's (the footprint test's accounting needs
+        // no CPU between the footprint's reading and the run's end).
+        let bpf_symbols = crate::symbolize::read_bpf_symbols(std::path::Path::new("/proc/kallsyms"));
         // The BPF run statistics need the programs still loaded.
         let stats = self.program_stats();
         let stats_on = std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").is_ok_and(|v| v.trim() == "1")
@@ -611,9 +616,6 @@ impl Collector {
             bpf_run_ns: stats_on.then(|| stats.iter().map(|p| p.run_time_ns).sum()),
             bpf_run_count: stats_on.then(|| stats.iter().map(|p| p.run_count).sum()),
         };
-        // While the programs are still loaded: their kallsyms names, for the samples taken
-        // inside them (about 40 ms to scan /proc/kallsyms).
-        let bpf_symbols = crate::symbolize::read_bpf_symbols(std::path::Path::new("/proc/kallsyms"));
         // Stop recording before reading, so that the maps are consistent (the on-CPU
         // sampler detaches in its `finish`, below).
         if let Some(ebpf) = self.offcpu.as_mut() {
