@@ -187,9 +187,12 @@ pub struct Collector {
     cpu_at_start: Option<u64>,
     /// Time from the start of [`Collector::start`] until everything was attached.
     attach_time: Duration,
-    /// The agent's own CPU time (user + system) when everything was attached, ns.
-    self_cpu_at_attach: u64,
-    /// The thread that attached (it runs the collection in [`run`]) and its CPU time then, ns.
+    /// The agent's own CPU time (user + system) when the run started (`started`, just before
+    /// the programs were attached), ns: from the same instant as the run's duration, so that
+    /// the process's CPU and the run's wall time cover the same stretch.
+    self_cpu_at_start: u64,
+    /// The thread that attached (it runs the collection in [`run`]) and its CPU time at
+    /// `started`, ns.
     loop_thread: (std::thread::ThreadId, u64),
     /// Latest CPU-time reading while the target was alive ([`Collector::note_cpu_time`]),
     /// used when the target is gone at the end.
@@ -438,6 +441,8 @@ impl Collector {
         };
 
         let cpu_at_start = target.cpu_time_ns();
+        let self_cpu_at_start = self_cpu_ns();
+        let loop_thread = (std::thread::current().id(), current_thread_cpu_ns());
         let started = Instant::now();
         let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
 
@@ -472,8 +477,8 @@ impl Collector {
             started_at,
             cpu_at_start,
             attach_time: load_started.elapsed(),
-            self_cpu_at_attach: self_cpu_ns(),
-            loop_thread: (std::thread::current().id(), current_thread_cpu_ns()),
+            self_cpu_at_start,
+            loop_thread,
             cpu_last_seen: cpu_at_start,
             cpus: cpus.len() as u32,
             processes: BTreeMap::new(),
@@ -577,13 +582,13 @@ impl Collector {
         }
     }
 
-    /// CPU time of the agent's own threads since everything was attached, ns: the drain
+    /// CPU time of the agent's own threads since the run started, ns: the drain
     /// threads (on-CPU stacks, wire records) since they started, which is just before, and
     /// the thread that attached, when it is the calling one (`None` otherwise: its clock is
     /// not readable from here). Unlike [`Footprint::cpu_ns`] it leaves out the other threads
     /// of the process (the bench's harness, a progress bar).
     fn threads_cpu_ns(&self) -> Option<u64> {
-        let (id, at_attach) = self.loop_thread;
+        let (id, at_start) = self.loop_thread;
         if std::thread::current().id() != id {
             return None;
         }
@@ -592,7 +597,7 @@ impl Collector {
             Some(OnCpu::StackCopy(s)) => s.drain_cpu_ns(),
             None => 0,
         } + self.wire.as_ref().map_or(0, |w| w.drain_cpu_ns());
-        Some(current_thread_cpu_ns().saturating_sub(at_attach) + drains)
+        Some(current_thread_cpu_ns().saturating_sub(at_start) + drains)
     }
 
     /// Detaches every program, then drains all maps into a [`RawProfile`]. `partial` is
@@ -610,7 +615,7 @@ impl Collector {
             || stats.iter().any(|p| p.run_count > 0);
         let footprint = Footprint {
             attach_ns: self.attach_time.as_nanos() as u64,
-            cpu_ns: self_cpu_ns().saturating_sub(self.self_cpu_at_attach),
+            cpu_ns: self_cpu_ns().saturating_sub(self.self_cpu_at_start),
             threads_cpu_ns: self.threads_cpu_ns(),
             peak_rss_bytes: self_peak_rss_bytes(),
             bpf_run_ns: stats_on.then(|| stats.iter().map(|p| p.run_time_ns).sum()),

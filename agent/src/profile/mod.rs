@@ -103,8 +103,8 @@ pub struct SyscallWindows {
 pub struct Footprint {
     /// From the start of loading the BPF objects until every program was attached, ns.
     pub attach_ns: u64,
-    /// CPU time (user + system, `getrusage(RUSAGE_SELF)`) of the agent's whole process while the
-    /// programs were attached, ns. Excludes the BPF programs themselves (they run in the
+    /// CPU time (user + system, `getrusage(RUSAGE_SELF)`) of the agent's whole process from
+    /// the run's start (attaching the programs included) to its end, ns. Excludes the BPF programs themselves (they run in the
     /// context of the traced tasks) and the symbolization and rendering after the run.
     pub cpu_ns: u64,
     /// CPU time of the agent's own threads while attached, ns: the collection's thread and
