@@ -149,8 +149,9 @@ fn a_target_that_exits_mid_run_keeps_its_names() {
     let all = samples("");
     let (a, b) = (samples("profiler_ka_hot_75"), samples("profiler_ka_hot_25"));
     eprintln!("folded: {all} samples, hot_75 {a}, hot_25 {b}");
-    // About 3 s of a busy thread at 199 Hz; nearly all of it in the two functions.
-    assert!(all > 300, "{all} samples");
+    // Up to 3 s of a busy thread at 199 Hz (532 samples alone, 227 beside a full build);
+    // nearly all of it in the two functions.
+    assert!(all > 100, "{all} samples");
     assert!(a + b >= all * 9 / 10, "only {} of {all} samples named in the two functions:\n{folded}", a + b);
     let share = 100.0 * a as f64 / (a + b) as f64;
     assert!((share - 75.0).abs() <= 8.0, "hot_75 share {share:.1}%");
