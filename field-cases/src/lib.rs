@@ -1,0 +1,512 @@
+//! `field-cases`: a web app whose routes each carry ONE classic cost of async Rust services,
+//! each beside a CONTROL route that does the same work without the pattern.
+//!
+//! It is the ground truth the profiler's detectors are tested against: the figures that
+//! describe each case (syscalls per request, shares of on-CPU samples, throughput) are
+//! measured with instruments outside the profiler and written down in `field-cases/README.md`
+//! and `field-cases/expected.toml`.
+//!
+//! | case | control | the cost |
+//! |---|---|---|
+//! | `/case/regex-per-request` | `/control/regex-static` | `Regex::new` on every request |
+//! | `/case/blocking-sleep` | `/control/async-sleep` | `std::thread::sleep` on a runtime worker |
+//! | `/case/global-mutex` | `/control/no-lock` | one process-wide `Mutex` held during CPU work |
+//! | `/case/hash-on-worker` | `/control/hash-blocking` | a password hash on a runtime worker |
+//! | `/case/log-stdout` | `/control/log-buffered` | one `write` to stdout per request |
+//! | `/case/brotli-11` | `/control/brotli-5` | brotli at quality 11 per response |
+//! | `/case/json-from-reader` | `/control/json-from-slice` | `serde_json::from_reader` on an unbuffered `File` |
+//!
+//! `/stats` returns the number of requests served per route since start.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// Every route with a request counter, in the order `/stats` lists them.
+pub const ROUTES: [&str; 14] = [
+    "/case/regex-per-request",
+    "/control/regex-static",
+    "/case/blocking-sleep",
+    "/control/async-sleep",
+    "/case/global-mutex",
+    "/control/no-lock",
+    "/case/hash-on-worker",
+    "/control/hash-blocking",
+    "/case/log-stdout",
+    "/control/log-buffered",
+    "/case/brotli-11",
+    "/control/brotli-5",
+    "/case/json-from-reader",
+    "/control/json-from-slice",
+];
+
+/// The log-line pattern that `/case/regex-per-request` compiles on every request and
+/// `/control/regex-static` compiles once. Unicode classes (`\d`, `\S`) make its compilation
+/// the expensive part (tens to hundreds of µs), the match itself is cheap.
+pub const LOG_LINE_PATTERN: &str = r#"^(?P<ip>\d{1,3}(?:\.\d{1,3}){3}) (?P<ident>\S+) (?P<user>\S+) \[(?P<ts>\d{2}/[A-Za-z]{3}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4})\] "(?P<method>GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) (?P<path>[^ "?]+)(?:\?(?P<query>[^ "]*))? HTTP/(?P<version>\d\.\d)" (?P<status>[1-5]\d{2}) (?P<size>\d+|-)(?: "(?P<referer>[^"]*)" "(?P<agent>[^"]*)")?$"#;
+
+/// The line both regex routes match.
+pub const LOG_LINE_SAMPLE: &str = r#"127.0.0.1 - alice [10/Oct/2026:13:55:36 +0000] "GET /api/v1/deals?page=2&per_page=50 HTTP/1.1" 200 2326 "https://crm.example/deals" "wrk/4.2.0""#;
+
+/// Duration of the sleep of `/case/blocking-sleep` and `/control/async-sleep`.
+pub const SLEEP: Duration = Duration::from_millis(2);
+
+/// Rounds of hashing and map updates of the mutex routes: about 30 µs of CPU here.
+pub const TALLY_ROUNDS: u64 = 600;
+
+/// Keys of the tally map (the map never grows past this).
+pub const TALLY_KEYS: u64 = 512;
+
+/// PBKDF2-HMAC-SHA256 iterations of the hash routes: about 5 ms of CPU here.
+pub const PBKDF2_ROUNDS: u32 = 40_000;
+
+/// Items in the JSON body of the brotli routes (about 16 KB).
+pub const BROTLI_ITEMS: usize = 80;
+
+/// Items in the JSON file of the JSON routes (about 16 KB).
+pub const CATALOG_ITEMS: usize = 64;
+
+static REGEX: LazyLock<regex::Regex> = LazyLock::new(|| regex::Regex::new(LOG_LINE_PATTERN).expect("static pattern"));
+
+/// The process-wide state of `/case/global-mutex`.
+static TALLY: LazyLock<Mutex<Tally>> = LazyLock::new(|| Mutex::new(Tally::new()));
+
+/// Per-route counters, indexed like [`ROUTES`].
+#[derive(Debug, Default)]
+struct Stats {
+    served: [AtomicU64; ROUTES.len()],
+}
+
+impl Stats {
+    /// Counts one request of route `i` and returns its number (from 1).
+    fn hit(&self, i: usize) -> u64 {
+        self.served[i].fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+/// What the handlers share: counters, fixtures, the background logger.
+struct AppState {
+    stats: Stats,
+    /// The JSON body the brotli routes compress.
+    brotli_body: Vec<u8>,
+    /// The JSON file the JSON routes parse; removed when the state is dropped.
+    catalog: tempfile::NamedTempFile,
+    /// Lines for the background logger thread of `/control/log-buffered`.
+    log_tx: mpsc::Sender<String>,
+}
+
+type Shared = Arc<AppState>;
+
+/// Builds the router with fresh fixtures (the JSON file in a temporary directory, the brotli
+/// body, the background logger thread).
+///
+/// # Panics
+/// When the fixtures cannot be written (see [`try_app`]).
+pub fn app() -> Router {
+    try_app().expect("cannot set up the field-cases fixtures")
+}
+
+/// Builds the router; see [`app`].
+///
+/// # Errors
+/// When the JSON fixture cannot be written to the temporary directory or the logger thread
+/// cannot be started.
+pub fn try_app() -> anyhow::Result<Router> {
+    let mut catalog = tempfile::Builder::new().prefix("field-cases-catalog-").suffix(".json").tempfile()?;
+    catalog.write_all(&catalog_json())?;
+    catalog.flush()?;
+    let state = Arc::new(AppState {
+        stats: Stats::default(),
+        brotli_body: brotli_body(),
+        catalog,
+        log_tx: spawn_logger()?,
+    });
+    Ok(Router::new()
+        .route("/case/regex-per-request", get(regex_per_request))
+        .route("/control/regex-static", get(regex_static))
+        .route("/case/blocking-sleep", get(blocking_sleep))
+        .route("/control/async-sleep", get(async_sleep))
+        .route("/case/global-mutex", get(global_mutex))
+        .route("/control/no-lock", get(no_lock))
+        .route("/case/hash-on-worker", get(hash_on_worker))
+        .route("/control/hash-blocking", get(hash_blocking))
+        .route("/case/log-stdout", get(log_stdout))
+        .route("/control/log-buffered", get(log_buffered))
+        .route("/case/brotli-11", get(brotli_11))
+        .route("/control/brotli-5", get(brotli_5))
+        .route("/case/json-from-reader", get(json_from_reader))
+        .route("/control/json-from-slice", get(json_from_slice))
+        .route("/stats", get(stats))
+        .with_state(state))
+}
+
+// ---- /stats -------------------------------------------------------------------------------
+
+async fn stats(State(st): State<Shared>) -> Json<serde_json::Value> {
+    let mut m = serde_json::Map::new();
+    for (route, n) in ROUTES.iter().zip(&st.stats.served) {
+        m.insert((*route).to_string(), n.load(Ordering::Relaxed).into());
+    }
+    Json(serde_json::Value::Object(m))
+}
+
+// ---- 1. regex -----------------------------------------------------------------------------
+
+fn match_line(re: &regex::Regex) -> serde_json::Value {
+    match re.captures(LOG_LINE_SAMPLE) {
+        Some(c) => json!({
+            "matched": true,
+            "method": &c["method"],
+            "path": &c["path"],
+            "status": &c["status"],
+        }),
+        None => json!({ "matched": false }),
+    }
+}
+
+async fn regex_per_request(State(st): State<Shared>) -> Json<serde_json::Value> {
+    st.stats.hit(0);
+    let re = regex::Regex::new(LOG_LINE_PATTERN).expect("static pattern");
+    Json(match_line(&re))
+}
+
+async fn regex_static(State(st): State<Shared>) -> Json<serde_json::Value> {
+    st.stats.hit(1);
+    Json(match_line(&REGEX))
+}
+
+// ---- 2. sleep -----------------------------------------------------------------------------
+
+async fn blocking_sleep(State(st): State<Shared>) -> Json<serde_json::Value> {
+    st.stats.hit(2);
+    std::thread::sleep(SLEEP);
+    Json(json!({ "slept_ms": SLEEP.as_millis() as u64 }))
+}
+
+async fn async_sleep(State(st): State<Shared>) -> Json<serde_json::Value> {
+    st.stats.hit(3);
+    tokio::time::sleep(SLEEP).await;
+    Json(json!({ "slept_ms": SLEEP.as_millis() as u64 }))
+}
+
+// ---- 3. mutex -----------------------------------------------------------------------------
+
+/// Counters keyed by a hash, plus a running digest: the work of the mutex routes.
+#[derive(Debug)]
+struct Tally {
+    counts: HashMap<u64, u64>,
+    digest: u64,
+}
+
+impl Tally {
+    fn new() -> Self {
+        Tally { counts: HashMap::with_capacity(TALLY_KEYS as usize), digest: 0 }
+    }
+
+    /// [`TALLY_ROUNDS`] rounds of SipHash and a map update: about 30 µs.
+    #[inline(never)]
+    fn update(&mut self, seed: u64) -> u64 {
+        for i in 0..TALLY_ROUNDS {
+            let mut h = DefaultHasher::new();
+            (seed, i, self.digest).hash(&mut h);
+            let k = h.finish();
+            *self.counts.entry(k % TALLY_KEYS).or_insert(0) += 1;
+            self.digest = self.digest.rotate_left(7) ^ k;
+        }
+        self.digest
+    }
+}
+
+async fn global_mutex(State(st): State<Shared>) -> Json<serde_json::Value> {
+    let n = st.stats.hit(4);
+    let (digest, keys) = {
+        let mut t = TALLY.lock().unwrap_or_else(|e| e.into_inner());
+        let d = t.update(n);
+        (d, t.counts.len())
+    };
+    Json(json!({ "digest": digest, "keys": keys }))
+}
+
+/// The work of `/control/no-lock` (and, under the lock, of `/case/global-mutex`) on a fresh
+/// request-local map: [`TALLY_ROUNDS`] rounds of SipHash and a map update. Returns the digest
+/// and the number of keys.
+pub fn tally_local(seed: u64) -> (u64, usize) {
+    let mut t = Tally::new();
+    let digest = t.update(seed);
+    (digest, t.counts.len())
+}
+
+async fn no_lock(State(st): State<Shared>) -> Json<serde_json::Value> {
+    let n = st.stats.hit(5);
+    let (digest, keys) = tally_local(n);
+    Json(json!({ "digest": digest, "keys": keys }))
+}
+
+// ---- 4. password hash ---------------------------------------------------------------------
+
+/// PBKDF2-HMAC-SHA256 with [`PBKDF2_ROUNDS`] iterations of a fixed password and a salt
+/// made from `n`: about 5 ms of CPU.
+#[inline(never)]
+pub fn hash_password(n: u64) -> String {
+    let mut salt = *b"field-cases-salt-00000000";
+    salt[17..].copy_from_slice(format!("{:08x}", n as u32).as_bytes());
+    let mut out = [0u8; 32];
+    pbkdf2::pbkdf2_hmac::<sha2::Sha256>(b"correct horse battery staple", &salt, PBKDF2_ROUNDS, &mut out);
+    out.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+async fn hash_on_worker(State(st): State<Shared>) -> Json<serde_json::Value> {
+    let n = st.stats.hit(6);
+    let hash = hash_password(n);
+    Json(json!({ "hash": hash }))
+}
+
+async fn hash_blocking(State(st): State<Shared>) -> Response {
+    let n = st.stats.hit(7);
+    match tokio::task::spawn_blocking(move || hash_password(n)).await {
+        Ok(hash) => Json(json!({ "hash": hash })).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+// ---- 5. logging ---------------------------------------------------------------------------
+
+fn log_line(route: &str, n: u64) -> String {
+    format!(
+        "level=info route={route} n={n} request_id={:016x} user=alice status=200 msg=\"request served\"",
+        n.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    )
+}
+
+/// How often the background logger drains its channel and flushes.
+pub const LOG_FLUSH_EVERY: Duration = Duration::from_millis(20);
+
+/// Starts the background logger of `/control/log-buffered`: every [`LOG_FLUSH_EVERY`] it
+/// takes every queued line into a 64 KiB `BufWriter` on stdout and flushes it, so a `write`
+/// carries hundreds of lines under load. It ends when the sender is dropped.
+fn spawn_logger() -> std::io::Result<mpsc::Sender<String>> {
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::Builder::new().name("field-cases-logger".into()).spawn(move || {
+        let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout());
+        loop {
+            std::thread::sleep(LOG_FLUSH_EVERY);
+            let mut wrote = false;
+            loop {
+                match rx.try_recv() {
+                    Ok(line) => {
+                        let _ = out.write_all(line.as_bytes());
+                        let _ = out.write_all(b"\n");
+                        wrote = true;
+                    }
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    Err(mpsc::TryRecvError::Disconnected) => {
+                        let _ = out.flush();
+                        return;
+                    }
+                }
+            }
+            if wrote {
+                let _ = out.flush();
+            }
+        }
+    })?;
+    Ok(tx)
+}
+
+async fn log_stdout(State(st): State<Shared>) -> Json<serde_json::Value> {
+    let n = st.stats.hit(8);
+    let line = log_line("/case/log-stdout", n);
+    // std's stdout is a LineWriter whatever it points to: one write(2) per line.
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
+    Json(json!({ "logged": line.len() }))
+}
+
+async fn log_buffered(State(st): State<Shared>) -> Json<serde_json::Value> {
+    let n = st.stats.hit(9);
+    let line = log_line("/control/log-buffered", n);
+    let len = line.len();
+    // std's Sender is Sync (no lock around it); an unbounded send never blocks, and the
+    // logger thread polls, so no send wakes it.
+    let _ = st.log_tx.send(line);
+    Json(json!({ "logged": len }))
+}
+
+// ---- 6. brotli ----------------------------------------------------------------------------
+
+/// The deterministic JSON body of the brotli routes (about 16 KB: at quality 11 a 31 KB body
+/// of the same kind took about 60 ms here, see README.md), built once per [`app`]: a page of
+/// CRM deals with the same keys on every item and scattered values.
+pub fn brotli_body() -> Vec<u8> {
+    let stages = ["lead", "qualified", "proposal", "negotiation", "won", "lost"];
+    let items: Vec<serde_json::Value> = (0..BROTLI_ITEMS as u64)
+        .map(|i| {
+            let x = i.wrapping_mul(2_654_435_761) % 100_000;
+            json!({
+                "id": i,
+                "title": format!("Deal {i:04} with Company {}", x % 997),
+                "stage": stages[(x % 6) as usize],
+                "amount_cents": x * 137 % 10_000_000,
+                "owner": { "id": x % 41, "email": format!("owner{}@crm.example", x % 41) },
+                "tags": [format!("t{}", x % 13), format!("region-{}", x % 7)],
+                "created_at": format!("2026-{:02}-{:02}T{:02}:{:02}:00Z", 1 + x % 12, 1 + x % 28, x % 24, x % 60),
+            })
+        })
+        .collect();
+    serde_json::to_vec(&json!({ "deals": items, "page": 1, "per_page": BROTLI_ITEMS })).expect("serializable")
+}
+
+/// Compresses `body` with brotli at `quality`, window 2^22 (what both brotli routes do).
+///
+/// # Errors
+/// Never in practice (writes into a `Vec`).
+pub fn brotli_compress(body: &[u8], quality: i32) -> std::io::Result<Vec<u8>> {
+    let params = brotli::enc::BrotliEncoderParams { quality, lgwin: 22, ..Default::default() };
+    let mut out = Vec::with_capacity(body.len() / 4);
+    brotli::BrotliCompress(&mut &body[..], &mut out, &params)?;
+    Ok(out)
+}
+
+fn brotli_response(result: std::io::Result<Vec<u8>>) -> Response {
+    match result {
+        Ok(bytes) => ([(header::CONTENT_TYPE, "application/json"), (header::CONTENT_ENCODING, "br")], bytes).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+async fn brotli_11(State(st): State<Shared>) -> Response {
+    st.stats.hit(10);
+    brotli_response(brotli_compress(&st.brotli_body, 11))
+}
+
+async fn brotli_5(State(st): State<Shared>) -> Response {
+    st.stats.hit(11);
+    brotli_response(brotli_compress(&st.brotli_body, 5))
+}
+
+// ---- 7. JSON from a file ------------------------------------------------------------------
+
+/// The typed document of the JSON routes.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Catalog {
+    /// Catalog version.
+    pub version: u32,
+    /// The products.
+    pub items: Vec<Item>,
+}
+
+/// One product of [`Catalog`].
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Item {
+    /// Product id.
+    pub id: u64,
+    /// Stock keeping unit.
+    pub sku: String,
+    /// Display name.
+    pub name: String,
+    /// Price in cents.
+    pub price_cents: u64,
+    /// Whether it can be ordered.
+    pub active: bool,
+    /// Free-form tags.
+    pub tags: Vec<String>,
+}
+
+/// The JSON file of the JSON routes (about 16 KB), pretty-printed like a config file.
+pub fn catalog_json() -> Vec<u8> {
+    let items = (0..CATALOG_ITEMS as u64)
+        .map(|i| Item {
+            id: 1000 + i,
+            sku: format!("SKU-{:06}", i * 7919 % 1_000_000),
+            name: format!("Product number {i} of the field-cases catalog"),
+            price_cents: i * 1337 % 100_000,
+            active: i % 5 != 0,
+            tags: vec![format!("category-{}", i % 9), format!("supplier-{}", i % 4), "in-stock".into()],
+        })
+        .collect();
+    serde_json::to_vec_pretty(&Catalog { version: 3, items }).expect("serializable")
+}
+
+fn catalog_path(st: &AppState) -> PathBuf {
+    st.catalog.path().to_path_buf()
+}
+
+fn catalog_summary(c: &Catalog) -> serde_json::Value {
+    json!({
+        "version": c.version,
+        "items": c.items.len(),
+        "active": c.items.iter().filter(|i| i.active).count(),
+        "total_cents": c.items.iter().map(|i| i.price_cents).sum::<u64>(),
+    })
+}
+
+fn parse_error(e: impl std::fmt::Display) -> Response {
+    (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response()
+}
+
+async fn json_from_reader(State(st): State<Shared>) -> Response {
+    st.stats.hit(12);
+    // An unbuffered File: serde_json's IoRead asks for one byte per read(2).
+    let parsed = std::fs::File::open(catalog_path(&st))
+        .map_err(anyhow::Error::from)
+        .and_then(|f| serde_json::from_reader::<_, Catalog>(f).map_err(anyhow::Error::from));
+    match parsed {
+        Ok(c) => Json(catalog_summary(&c)).into_response(),
+        Err(e) => parse_error(e),
+    }
+}
+
+async fn json_from_slice(State(st): State<Shared>) -> Response {
+    st.stats.hit(13);
+    let parsed = std::fs::read(catalog_path(&st))
+        .map_err(anyhow::Error::from)
+        .and_then(|b| serde_json::from_slice::<Catalog>(&b).map_err(anyhow::Error::from));
+    match parsed {
+        Ok(c) => Json(catalog_summary(&c)).into_response(),
+        Err(e) => parse_error(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pattern_matches_the_sample() {
+        assert_eq!(match_line(&REGEX)["path"], "/api/v1/deals");
+    }
+
+    #[test]
+    fn fixtures_have_the_documented_sizes() {
+        let b = brotli_body().len();
+        assert!((12_000..=60_000).contains(&b), "brotli body {b} bytes");
+        let c = catalog_json().len();
+        assert!((10_000..=50_000).contains(&c), "catalog {c} bytes");
+        let parsed: Catalog = serde_json::from_slice(&catalog_json()).unwrap();
+        assert_eq!(parsed.items.len(), CATALOG_ITEMS);
+    }
+
+    #[test]
+    fn brotli_round_trips_at_both_levels() {
+        let body = brotli_body();
+        for q in [5, 11] {
+            let packed = brotli_compress(&body, q).unwrap();
+            let mut back = Vec::new();
+            brotli::BrotliDecompress(&mut &packed[..], &mut back).unwrap();
+            assert_eq!(back, body);
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! `field-cases`: serves [`field_cases::app`] on `--listen` with `--workers` tokio workers.
+
+use clap::Parser;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Command line of `field-cases`.
+#[derive(Debug, Parser)]
+#[command(version, about = "Routes that each carry one classic cost of async Rust, each beside a control route without it")]
+struct Args {
+    /// Address to listen on (loopback).
+    #[arg(long, default_value = "127.0.0.1:8099")]
+    listen: std::net::SocketAddr,
+    /// Tokio worker threads.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    if args.workers == 0 {
+        anyhow::bail!("--workers must be at least 1");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(args.workers).enable_all().build()?;
+    runtime.block_on(async move {
+        let app = field_cases::try_app()?;
+        let listener = tokio::net::TcpListener::bind(args.listen).await?;
+        eprintln!("listening on {}", listener.local_addr()?);
+        axum::serve(listener, app).with_graceful_shutdown(shutdown()).await?;
+        anyhow::Ok(())
+    })
+}
+
+/// Resolves on Ctrl-C or SIGTERM, so that the fixtures' temporary files are removed.
+async fn shutdown() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
