@@ -3,14 +3,17 @@
 //!
 //! 100 samples at 100 Hz (period 10,000 µs), 500 requests, so 1 sample = 20 µs per request.
 //!
-//! | stack (root first)                                   | samples | innermost layer |
+//! | stack (root first)                                   | samples | self (owner of the innermost owned frame) |
 //! |------------------------------------------------------|--------:|-----------------|
 //! | start_thread; tokio run; hyper; Auth::call; jwt; sha2 |  40 (30 + 10, two threads) | jsonwebtoken (sha2 via its file path) |
 //! | start_thread; tokio run; hyper; Auth::call; mi_malloc |  10 | alloc |
 //! | start_thread; tokio run; hyper; serde_json           |  20 | serde_json |
 //! | start_thread; tokio run; hyper; __x64_sys_sendto [k] |  20 | kernel net |
-//! | start_thread; tokio run; hyper; myapp::util::checksum |   8 | hyper (checksum has no rule) |
-//! | [unknown] (truncated)                                |   2 | (no layer) |
+//! | start_thread; tokio run; hyper; myapp::util::checksum |   8 | the crate `myapp` (no rule claims it; never hyper below it) |
+//! | [unknown] in libfoo.so (truncated)                   |   2 | the library `libfoo.so` |
+//!
+//! Threads 101 and 102 are tokio workers (`tokio run` is `multi_thread::worker::run`); 103 has
+//! only the truncated stack.
 
 use std::path::PathBuf;
 
@@ -39,7 +42,7 @@ fn self_and_total_by_hand() {
     assert_eq!(attr.samples, 100);
     assert_eq!(attr.truncated_samples, 2);
     assert!(close(attr.period_us.unwrap(), 10_000.0));
-    let table = attr.layer_table(&p, &rules);
+    let table = attr.layer_table(&p);
     let rows: Vec<(&str, u64, u64)> = table.iter().map(|r| (r.layer.as_str(), r.self_samples, r.total_samples)).collect();
     assert_eq!(
         rows,
@@ -48,12 +51,21 @@ fn self_and_total_by_hand() {
             ("kernel net", 20, 20),
             ("serde_json", 20, 20),
             ("alloc", 10, 10),
-            ("hyper", 8, 98),
-            (UNATTRIBUTED, 2, 2),
+            ("myapp", 8, 8),
+            ("libfoo.so", 2, 2),
+            ("hyper", 0, 98),
             ("tokio scheduler", 0, 98),
             ("auth", 0, 50),
         ]
     );
+    assert!(table.iter().all(|r| r.layer != UNATTRIBUTED));
+    let myapp = table.iter().find(|r| r.layer == "myapp").unwrap();
+    // `myapp` is the app's own crate: the profile's process runs the executable `myapp`.
+    assert_eq!(myapp.category, profiler::attribute::layers::APP_CATEGORY);
+    // Threads 101 and 102 have tokio's worker loop on their stacks; 103 has only the truncated
+    // `[unknown]` stack, so its role is not known from its stacks.
+    let role = |tid: u32| attr.role_names[attr.thread_roles[&(100, tid)]].as_str();
+    assert_eq!((role(101), role(102), role(103)), ("runtime worker", "runtime worker", "other"));
     // Self samples partition the profile; totals do not.
     assert_eq!(table.iter().map(|r| r.self_samples).sum::<u64>(), 100);
 }
@@ -62,7 +74,7 @@ fn self_and_total_by_hand() {
 fn shares_errors_and_us_per_request_by_hand() {
     let (p, rules) = fixture();
     let attr = Attribution::new(&p, &rules, Some(500));
-    let table = attr.layer_table(&p, &rules);
+    let table = attr.layer_table(&p);
     let jwt = table.iter().find(|r| r.layer == "jsonwebtoken").unwrap();
     assert!(close(jwt.self_share, 0.40));
     // sqrt(0.4 × 0.6 / 100)
@@ -78,7 +90,7 @@ fn shares_errors_and_us_per_request_by_hand() {
     let hyper = table.iter().find(|r| r.layer == "hyper").unwrap();
     assert!(close(hyper.total_us_per_request.unwrap(), 1960.0));
     // Without a request count there are no per-request figures, shares stay.
-    let no_req = Attribution::new(&p, &rules, None).layer_table(&p, &rules);
+    let no_req = Attribution::new(&p, &rules, None).layer_table(&p);
     assert!(no_req.iter().all(|r| r.self_us_per_request.is_none() && r.total_us_per_request.is_none()));
     assert!(close(no_req[0].self_share, 0.40));
 }
@@ -88,7 +100,7 @@ fn without_app_rules_the_auth_layer_is_unknown_code() {
     let (p, _) = fixture();
     let rules = RuleSet::builtin();
     let attr = Attribution::new(&p, &rules, Some(500));
-    let table = attr.layer_table(&p, &rules);
+    let table = attr.layer_table(&p);
     assert!(table.iter().all(|r| r.layer != "auth"));
     // The alloc stack's innermost match is still alloc; Auth::call is simply not a layer.
     assert_eq!(table.iter().find(|r| r.layer == "alloc").unwrap().self_samples, 10);
@@ -99,7 +111,20 @@ fn generic_findings_by_hand() {
     let (p, rules) = fixture();
     let opts = RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: "fixture" };
     let r = rank(&p, Some(500), Bound::Unknown, &opts);
-    assert!(r.costs.is_empty(), "no named cost in this fixture: {:?}", r.costs.iter().map(|c| &c.finding.id).collect::<Vec<_>>());
+    // The one named cost: sha2 (the jsonwebtoken layer) runs 40 samples × 10,000 µs / 500
+    // requests = 800 µs per request on the runtime's workers, above the 500 µs of
+    // long-cpu-on-worker even at its lower bound (40 - 2·√40 = 27.4 samples = 548 µs).
+    let ids: Vec<&str> = r.costs.iter().map(|c| c.finding.id.as_str()).collect();
+    assert_eq!(ids, vec!["long-cpu-on-worker"]);
+    let long = &r.costs[0].finding;
+    assert_eq!(long.samples, 40);
+    assert!(close(long.cpu_us_per_request.unwrap(), 800.0));
+    assert_eq!(long.samples_by_role.get("runtime worker"), Some(&40));
+    assert!(long.title.starts_with("`jsonwebtoken` runs 800 µs"), "{}", long.title);
+    let hottest = r.generic.iter().find(|g| g.id == "hottest-code").unwrap();
+    assert_eq!(hottest.owner.as_deref(), Some("jsonwebtoken"));
+    let owners: Vec<(&str, u64)> = hottest.frames.iter().map(|f| (f.frame.as_str(), f.samples)).collect();
+    assert_eq!(owners[..3], [("jsonwebtoken", 40), ("kernel net", 20), ("serde_json", 20)]);
     let hot = r.generic.iter().find(|g| g.id == "hot-functions").unwrap();
     let frames: Vec<(&str, u64)> = hot.frames.iter().map(|f| (f.frame.as_str(), f.samples)).collect();
     assert_eq!(frames, vec![("myapp::util::checksum", 8), ("[unknown]", 2)]);

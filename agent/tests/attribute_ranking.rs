@@ -23,6 +23,10 @@ fn finding(samples: u64, share: f64, cpu_us: Option<f64>, rt: Option<f64>, db_us
         counts_per_request: Default::default(),
         frames: Vec::new(),
         evidence: Vec::new(),
+        advice: String::new(),
+        owner: None,
+        samples_by_role: Default::default(),
+        worker_blocked_us_per_request: None,
     }
 }
 
@@ -65,7 +69,7 @@ fn bound_classification() {
 
 #[test]
 fn predictions_per_bound() {
-    let inputs = GainInputs { round_trips_per_request: Some(3.0), driver_cpu_share: 0.30, cpu_us_per_request: Some(200.0), base_req_per_s: Some(1000.0) };
+    let inputs = GainInputs { round_trips_per_request: Some(3.0), driver_cpu_share: 0.30, cpu_us_per_request: Some(200.0), base_req_per_s: Some(1000.0), worker_cpu_us_per_request: None };
     let cpu_cost = finding(100, 0.10, Some(20.0), None, None);
     let app = Bound::AppCpu { used_cpus: 1.0, capacity_cpus: 1.0 };
     let g = predict(&cpu_cost, &app, &inputs);

@@ -90,6 +90,20 @@ pub struct Finding {
     pub frames: Vec<FrameSamples>,
     /// Evidence lines a person reads (counts with their units).
     pub evidence: Vec<String>,
+    /// What to do about it (from the fingerprint's `advice`); empty when it has none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub advice: String,
+    /// The code that pays the cost: the caller frame (or owner layer) with the most samples or
+    /// wait time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// The finding's on-CPU samples by thread role ([`super::catalog::ThreadRole`]).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub samples_by_role: std::collections::BTreeMap<String, u64>,
+    /// Time runtime workers spent switched out per request in the waits of this finding, µs:
+    /// worker time no other task could use (blocking calls on a worker).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_blocked_us_per_request: Option<f64>,
 }
 
 /// A fingerprint that could not be evaluated, and why.
@@ -130,25 +144,25 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    fn per_request(&self, count: f64) -> Option<f64> {
+    pub(super) fn per_request(&self, count: f64) -> Option<f64> {
         Some(count / self.attr.requests? as f64)
     }
 
     /// A wire count per HTTP request of the same wire window ([`Ctx::wire`] is the steady
     /// window when the capture has one); the profile's request count when the wire has none.
-    fn wire_per_request(&self, count: f64) -> Option<f64> {
+    pub(super) fn wire_per_request(&self, count: f64) -> Option<f64> {
         match self.wire.map(|w| w.http.requests).filter(|&n| n > 0) {
             Some(n) => Some(count / n as f64),
             None => self.per_request(count),
         }
     }
 
-    fn path(&self, frame: u32) -> &str {
+    pub(super) fn path(&self, frame: u32) -> &str {
         &self.attr.frame_paths[frame as usize]
     }
 
     /// True when the frame is app code: a user frame no built-in catalog rule claims.
-    fn is_app_frame(&self, frame: u32) -> bool {
+    pub(super) fn is_app_frame(&self, frame: u32) -> bool {
         let f = &self.profile.frames[frame as usize];
         if f.kind != FrameKind::User {
             return false;
@@ -168,14 +182,30 @@ impl Ctx<'_> {
 
     /// Samples of stacks for which `select` returns the frames (indices into the stack) that
     /// make the stack count; returns (samples, frame counts).
-    fn collect<F>(&self, mut select: F) -> (u64, Vec<FrameSamples>)
+    pub(super) fn collect<F>(&self, select: F) -> (u64, Vec<FrameSamples>)
+    where
+        F: FnMut(usize, &[u32]) -> Vec<usize>,
+    {
+        let (n, frames, _) = self.collect_roles(None, select);
+        (n, frames)
+    }
+
+    /// [`Ctx::collect`] over the samples of threads whose role (index into
+    /// [`Attribution::role_names`]) is in `roles` (`None`: every thread); also returns the
+    /// samples by role name.
+    pub(super) fn collect_roles<F>(&self, roles: Option<&[usize]>, mut select: F) -> (u64, Vec<FrameSamples>, std::collections::BTreeMap<String, u64>)
     where
         F: FnMut(usize, &[u32]) -> Vec<usize>,
     {
         let mut samples = 0;
         let mut frames: HashMap<&str, u64> = HashMap::new();
+        let mut by_role = std::collections::BTreeMap::new();
         for (si, stack) in self.profile.stacks.iter().enumerate() {
-            let n = self.attr.stack_samples[si];
+            let per_role = &self.attr.stack_role_samples[si];
+            let n: u64 = match roles {
+                None => self.attr.stack_samples[si],
+                Some(r) => r.iter().map(|&i| per_role[i]).sum(),
+            };
             // The agent's own cost (its BPF programs, its uprobe traps) is no cost of the app's.
             if n == 0 || self.attr.stack_profiler[si] {
                 continue;
@@ -185,6 +215,11 @@ impl Ctx<'_> {
                 continue;
             }
             samples += n;
+            for (i, &k) in per_role.iter().enumerate() {
+                if k > 0 && roles.is_none_or(|r| r.contains(&i)) {
+                    *by_role.entry(self.attr.role_names[i].clone()).or_insert(0) += k;
+                }
+            }
             let mut seen: Vec<&str> = Vec::new();
             for i in hits {
                 let p = self.path(stack.frames[i]);
@@ -200,15 +235,26 @@ impl Ctx<'_> {
             .collect();
         v.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.frame.cmp(&b.frame)));
         v.truncate(8);
-        (samples, v)
+        (samples, v, by_role)
+    }
+
+    /// Index (into the stack) of the caller of the frame at `i`: the nearest frame towards the
+    /// root that is not transparent ([`super::layers::is_transparent`]) and for which `skip`
+    /// is false.
+    pub(super) fn caller_of(&self, frames: &[u32], i: usize, skip: &dyn Fn(&str) -> bool) -> Option<usize> {
+        frames[..i].iter().rposition(|&f| {
+            let fr = &self.profile.frames[f as usize];
+            let p = self.path(f);
+            !super::layers::is_transparent(fr, p) && !skip(p)
+        })
     }
 
     /// Indices of frames of a stack whose path matches `r`.
-    fn matching(&self, frames: &[u32], r: &Regex) -> Vec<usize> {
+    pub(super) fn matching(&self, frames: &[u32], r: &Regex) -> Vec<usize> {
         frames.iter().enumerate().filter(|(_, &f)| r.is_match(self.path(f))).map(|(i, _)| i).collect()
     }
 
-    fn finding(&self, id: &str, title: String, confidence: Confidence, samples: u64, frames: Vec<FrameSamples>) -> Finding {
+    pub(super) fn finding(&self, id: &str, title: String, confidence: Confidence, samples: u64, frames: Vec<FrameSamples>) -> Finding {
         let share = self.attr.app_share(samples);
         Finding {
             id: id.to_string(),
@@ -224,10 +270,14 @@ impl Ctx<'_> {
             counts_per_request: Default::default(),
             frames,
             evidence: Vec::new(),
+            advice: String::new(),
+            owner: None,
+            samples_by_role: Default::default(),
+            worker_blocked_us_per_request: None,
         }
     }
 
-    fn samples_line(&self, what: &str, samples: u64) -> String {
+    pub(super) fn samples_line(&self, what: &str, samples: u64) -> String {
         let us = self.attr.us_per_request(samples as f64).map_or(String::new(), |u| format!(", {u:.2} µs of CPU per request"));
         let agent = match self.attr.profiler_samples {
             0 => String::new(),
@@ -243,13 +293,13 @@ impl Ctx<'_> {
 
     /// Calls of syscall `name` in the run: the count, or its estimate when syscalls were
     /// counted in windows ([`crate::profile::Meta::syscall_scale`]).
-    fn syscall_count(&self, name: &str) -> Option<u64> {
+    pub(super) fn syscall_count(&self, name: &str) -> Option<u64> {
         let scale = self.profile.meta.syscall_scale();
         self.profile.syscalls.iter().find(|s| s.name == name).map(|s| (s.count as f64 * scale).round() as u64)
     }
 
     /// How syscalls were counted, for evidence lines: empty when every call was counted.
-    fn syscall_counting(&self) -> String {
+    pub(super) fn syscall_counting(&self) -> String {
         let scale = self.profile.meta.syscall_scale();
         if scale > 1.0 {
             format!(", estimated from {:.0}% of the run", 100.0 / scale)
@@ -292,31 +342,156 @@ fn sql_text(shape: &StatementShape) -> Option<&str> {
     }
 }
 
-/// Runs every fingerprint. Returns the findings that fired and the fingerprints that could not
-/// be evaluated for lack of evidence.
+/// Names of the Rust detectors a `[[cost]]` of the catalog can run (`detector = "NAME"`),
+/// for fingerprints a predicate cannot say; each cost says why in its `why_code`.
+pub const DETECTORS: &[&str] = &[
+    "pool-ping",
+    "ping-on-release",
+    "session-setting-round-trip",
+    "spawn-per-request",
+    "global-locks",
+    "metrics-labels",
+    "wide-user-lookup",
+    "double-json-parse",
+    "change-events",
+    "long-cpu-on-worker",
+];
+
+const NO_WIRE: &str = "needs wire evidence (PostgreSQL statement shapes): this profile has no wire capture";
+
+/// Runs one Rust detector; `Err(reason)` when it cannot be evaluated on this profile.
+fn run_detector(ctx: &Ctx<'_>, name: &str) -> Result<Option<Finding>, String> {
+    Ok(match name {
+        "pool-ping" => pool_ping(ctx),
+        "ping-on-release" => ping_on_release(ctx),
+        "session-setting-round-trip" => {
+            ctx.wire.ok_or(NO_WIRE)?;
+            session_setting_round_trip(ctx)
+        }
+        "spawn-per-request" => spawn_per_request(ctx),
+        "global-locks" => global_locks(ctx),
+        "metrics-labels" => metrics_without_recorder(ctx),
+        "wide-user-lookup" => {
+            ctx.wire.ok_or(NO_WIRE)?;
+            wide_user_row(ctx)
+        }
+        "double-json-parse" => double_json_parse(ctx),
+        "change-events" => serialized_for_nobody(ctx),
+        "long-cpu-on-worker" => long_cpu_on_worker(ctx),
+        other => return Err(format!("no detector named {other:?} in this build")),
+    })
+}
+
+/// Runs every fingerprint of the catalog ([`RuleSet::costs`]): predicates
+/// ([`super::fingerprint::evaluate`]) and Rust detectors ([`DETECTORS`]). A finding takes its
+/// cost's id, and its title and advice when the cost gives them. Returns the findings that
+/// fired and the fingerprints that could not be evaluated for lack of evidence.
 pub fn detect(ctx: &Ctx<'_>) -> (Vec<Finding>, Vec<NotEvaluated>) {
     let mut found = Vec::new();
     let mut skipped = Vec::new();
-    let no_wire = |id: &str| NotEvaluated {
-        id: id.to_string(),
-        reason: "needs wire evidence (PostgreSQL statement shapes): this profile has no wire capture".into(),
-    };
-    found.extend(pool_ping(ctx));
-    match ctx.wire {
-        Some(_) => found.extend(session_setting_round_trip(ctx)),
-        None => skipped.push(no_wire("actor-set-config")),
+    for rule in ctx.rules.costs() {
+        let finding = match rule.detector.as_deref() {
+            None => super::fingerprint::evaluate(ctx, rule),
+            Some(d) => match run_detector(ctx, d) {
+                Ok(f) => f,
+                Err(reason) => {
+                    skipped.push(NotEvaluated { id: rule.id.clone(), reason });
+                    None
+                }
+            },
+        };
+        if let Some(mut f) = finding {
+            f.id = rule.id.clone();
+            if rule.detector.is_some() {
+                let none = |_: &str| None;
+                if !rule.title.is_empty() {
+                    f.title = super::catalog::fill(&rule.title, &none);
+                }
+                if !rule.advice.is_empty() {
+                    f.advice = super::catalog::fill(&rule.advice, &none);
+                }
+            }
+            found.push(f);
+        }
     }
-    found.extend(spawn_per_request(ctx));
-    found.extend(global_locks(ctx));
-    found.extend(metrics_without_recorder(ctx));
-    match ctx.wire {
-        Some(_) => found.extend(wide_user_row(ctx)),
-        None => skipped.push(no_wire("wide-user-lookup")),
-    }
-    found.extend(double_json_parse(ctx));
-    found.extend(serialized_for_nobody(ctx));
-    found.extend(ping_on_release(ctx));
     (found, skipped)
+}
+
+/// Sampled CPU per request, µs, at or above which one owner's work on runtime workers is
+/// `long-cpu-on-worker` (the lower end of its 2-standard-error interval): half a millisecond
+/// of synchronous work per request holds a worker that long, and every task queued behind it.
+pub const LONG_CPU_US_PER_REQUEST: f64 = 500.0;
+
+/// Layer categories whose self time on a worker is the runtime's and the request pipeline's
+/// own, never "long synchronous work": `long-cpu-on-worker` leaves them out.
+const PIPELINE_CATEGORIES: &[&str] = &["runtime", "kernel", "profiler", "http", "framework", "database", "alloc", "sync"];
+
+/// `long-cpu-on-worker`: one owner (a crate, or a layer outside the runtime and the HTTP
+/// pipeline) whose self time on runtime-worker threads is at least
+/// [`LONG_CPU_US_PER_REQUEST`] µs per request: synchronous CPU work (password hashing,
+/// compression, big parses) that holds a worker. A Rust detector because it groups samples by
+/// their owner, which no predicate names in advance. Without a request count it fires when one
+/// owner has a quarter or more of the workers' samples.
+pub fn long_cpu_on_worker(ctx: &Ctx<'_>) -> Option<Finding> {
+    let worker = ctx.attr.role_names.iter().position(|n| n == super::fingerprint::WORKER_ROLE)?;
+    let mut by_owner: HashMap<usize, u64> = HashMap::new();
+    let mut worker_samples = 0u64;
+    for (si, owner) in ctx.attr.stack_self.iter().enumerate() {
+        let n = ctx.attr.stack_role_samples[si][worker];
+        if n == 0 || ctx.attr.stack_profiler[si] {
+            continue;
+        }
+        worker_samples += n;
+        if let Some(o) = owner.filter(|&o| !PIPELINE_CATEGORIES.contains(&ctx.attr.layers[o].category.as_str())) {
+            *by_owner.entry(o).or_default() += n;
+        }
+    }
+    let (&owner, &n) = by_owner.iter().max_by_key(|(o, n)| (**n, std::cmp::Reverse(**o)))?;
+    let lower = (n as f64 - 2.0 * (n as f64).sqrt()).max(0.0);
+    let fires = match ctx.attr.us_per_request(lower) {
+        Some(us) => us >= LONG_CPU_US_PER_REQUEST,
+        None => worker_samples > 0 && lower / worker_samples as f64 >= 0.25,
+    };
+    if !fires {
+        return None;
+    }
+    let name = ctx.attr.layers[owner].name.clone();
+    let mut callers: HashMap<String, u64> = HashMap::new();
+    let (samples, frames, by_role) = ctx.collect_roles(Some(&[worker]), |si, fr| {
+        if ctx.attr.stack_self[si] != Some(owner) {
+            return Vec::new();
+        }
+        let first = fr.iter().position(|&f| ctx.attr.frame_owner[f as usize] == Some(owner)).unwrap_or(fr.len() - 1);
+        let mut v = vec![first];
+        if let Some(ci) = ctx.caller_of(fr, first, &|p| ctx.attr.frame_owner.iter().zip(&ctx.attr.frame_paths).any(|(o, q)| *o == Some(owner) && q == p)) {
+            *callers.entry(ctx.path(fr[ci]).to_string()).or_default() += ctx.attr.stack_role_samples[si][worker];
+            v.push(ci);
+        }
+        v
+    });
+    let us = ctx.attr.us_per_request(samples as f64);
+    let mut f = ctx.finding(
+        "long-cpu-on-worker",
+        format!("`{name}` runs {} µs of synchronous CPU per request on the runtime's worker threads", us.map_or("?".into(), |u| format!("{u:.0}"))),
+        Confidence::Medium,
+        samples,
+        frames,
+    );
+    f.samples_by_role = by_role;
+    f.evidence.push(ctx.samples_line(&format!("with `{name}` as their owner (self time) on runtime-worker threads"), samples));
+    f.evidence.push(format!("{worker_samples} samples on runtime-worker threads in all; no other task runs on a worker while this work does"));
+    let mut callers: Vec<(String, u64)> = callers.into_iter().collect();
+    callers.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    if !callers.is_empty() {
+        let c: Vec<String> = callers.iter().take(3).map(|(p, n)| format!("`{p}` ({n} samples)")).collect();
+        f.evidence.push(format!("called from: {}", c.join(", ")));
+    }
+    f.owner = callers.first().map(|c| c.0.clone()).or(Some(name));
+    if let Some(u) = us {
+        f.counts_per_request.insert("cpu_us".into(), u);
+    }
+    f.advice = "move the work off the runtime's workers (tokio::task::spawn_blocking or a dedicated pool), or make it cheaper".into();
+    Some(f)
 }
 
 /// The driver's ping frames (sqlx `Connection::ping`, `check_idle_conn`, `test_before_acquire`).

@@ -1,14 +1,98 @@
-//! The layer table: each on-CPU sample attributed to its innermost matching layer (*self*)
-//! and to every distinct layer on its stack (*total*), with shares of the app's samples, µs of
-//! sampled CPU per request and binomial standard errors.
+//! The layer table: each on-CPU sample attributed to the *owner* of its innermost frame
+//! (*self*) and to every distinct owner on its stack (*total*), with shares of the app's
+//! samples, µs of sampled CPU per request and binomial standard errors.
+//!
+//! A frame's owner is the layer of the first rule that claims it; a user frame no rule claims
+//! belongs to its own crate (the first segment of its Rust path, else the crate folder of its
+//! source file, else the binary or library it lives in), a layer of category `app` for the
+//! app's own crates ([`super::costs::app_crates`]) and `crate` for the others. Frames of the
+//! standard library, libc and kernel helpers no rule names are *transparent*
+//! ([`is_transparent`]): their time goes to the nearest owner towards the root (a `memcpy`
+//! called by `serde_json` is serde_json's). Self time is never given to a layer further down
+//! the stack than the innermost owned frame: code no rule knows shows up under its crate, not
+//! under the runtime at the bottom of every stack.
+//!
+//! Every thread has a role ([`super::catalog::ThreadRole`], from its stacks): runtime worker,
+//! blocking pool, ..., or `other`.
 
 use serde::{Deserialize, Serialize};
 
-use super::rules::{frame_path, RuleSet};
+use std::collections::HashMap;
+
+use super::catalog::OTHER_ROLE;
+use super::rules::{frame_path, Layer, RuleSet};
 use crate::profile::{FrameKind, Profile};
 
-/// Name of the pseudo-layer of samples whose stack matched no rule.
+/// Name of the pseudo-layer of samples whose stack has no owned frame (only transparent ones).
 pub const UNATTRIBUTED: &str = "(no layer)";
+
+/// Category of a layer made for a crate no rule claims.
+pub const CRATE_CATEGORY: &str = "crate";
+
+/// Category of a layer made for one of the app's own crates.
+pub const APP_CATEGORY: &str = "app";
+
+/// Origin of the layers made for crates ([`super::rules::Layer::origin`]).
+pub const CRATE_ORIGIN: &str = "(crate of the frame)";
+
+/// Crates whose frames are helpers of their callers: their time goes to the nearest owner
+/// towards the root (unless a rule claims them, as `std sync` and `alloc` do).
+pub const TRANSPARENT_CRATES: &[&str] = &["std", "core", "alloc", "compiler_builtins", "panic_unwind", "panic_abort", "rustc_demangle", "std_detect"];
+
+/// Libraries (file names, prefix up to `.so`) whose C frames are helpers of their callers.
+pub const TRANSPARENT_LIBRARIES: &[&str] = &["libc", "libpthread", "libm", "libdl", "librt", "ld-linux-x86-64", "ld-linux", "libgcc_s", "[vdso]"];
+
+/// The crate of a user frame: the first segment of its Rust path (`regex_automata::meta::..`
+/// -> `regex_automata`), else the crate folder of its source file
+/// (`.../zstd-sys-2.0.16/zstd/lib/compress/zstd_opt.c` -> `zstd_sys`; `/rustc/HASH/library/core/..`
+/// -> `core`), else `None`.
+pub fn crate_of(path: &str, file: Option<&str>) -> Option<String> {
+    let head = path.split("::").next().unwrap_or("");
+    if path.contains("::") && !head.is_empty() && head.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Some(head.to_string());
+    }
+    let file = file?;
+    if let Some(i) = file.find("/library/") {
+        if file[..i].contains("/rustc/") {
+            return file[i + 9..].split('/').next().filter(|c| !c.is_empty()).map(|c| c.replace('-', "_"));
+        }
+    }
+    // A registry checkout: `.../<crate>-<version>/...`.
+    file.split('/').find_map(super::rules::crate_dir)
+}
+
+/// True when a library file name is one of [`TRANSPARENT_LIBRARIES`] (`libc.so.6`, `ld-linux-x86-64.so.2`).
+fn transparent_library(module: &str) -> bool {
+    TRANSPARENT_LIBRARIES.iter().any(|l| module == *l || module.strip_prefix(l).is_some_and(|r| r.starts_with(".so") || r.starts_with('-')))
+}
+
+/// True when a frame is a helper of its caller (see [`TRANSPARENT_CRATES`],
+/// [`TRANSPARENT_LIBRARIES`]): a user frame of the standard library or of libc, or a kernel
+/// frame (kernel frames no rule claims count to their caller's owner).
+pub fn is_transparent(frame: &crate::profile::Frame, path: &str) -> bool {
+    if frame.kind == FrameKind::Kernel {
+        return true;
+    }
+    match crate_of(path, frame.file.as_deref()) {
+        Some(c) => TRANSPARENT_CRATES.contains(&c.as_str()),
+        None => !path.starts_with('[') && transparent_library(&frame.module),
+    }
+}
+
+/// The name of the owner layer of an unclaimed, non-transparent user frame: its crate, else
+/// its binary or library (`[unknown]` frames included), else the frame's name.
+fn owner_name(frame: &crate::profile::Frame, path: &str) -> String {
+    if let Some(c) = crate_of(path, frame.file.as_deref()) {
+        return c;
+    }
+    if path.starts_with('[') && path != "[unknown]" {
+        return path.to_string();
+    }
+    if !frame.module.is_empty() {
+        return frame.module.clone();
+    }
+    "[unknown]".to_string()
+}
 
 /// One row of the layer table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -47,12 +131,29 @@ pub const PROFILER_CATEGORY: &str = "profiler";
 pub struct Attribution {
     /// [`frame_path`] of every frame of the profile, by frame index.
     pub frame_paths: Vec<String>,
-    /// The layer index (into [`RuleSet::layers`]) of every frame, by frame index.
+    /// The layer index (into [`RuleSet::layers`], which are the first entries of
+    /// [`Attribution::layers`]) of the rule that claims each frame, by frame index.
     pub frame_layers: Vec<Option<usize>>,
+    /// The rules' layers followed by one layer per crate (or library) that owns unclaimed
+    /// frames ([`CRATE_CATEGORY`], [`APP_CATEGORY`]).
+    pub layers: Vec<Layer>,
+    /// The owner (index into [`Attribution::layers`]) of every frame: its rule's layer, its
+    /// crate's layer, or `None` for transparent frames ([`is_transparent`]).
+    pub frame_owner: Vec<Option<usize>>,
+    /// True for frames of the app's own crates ([`super::costs::app_crates`]).
+    pub frame_app: Vec<bool>,
     /// On-CPU samples per stack index (summed over threads).
     pub stack_samples: Vec<u64>,
-    /// Innermost matching layer per stack index.
+    /// Owner of the innermost owned frame per stack index (into [`Attribution::layers`]).
     pub stack_self: Vec<Option<usize>>,
+    /// Thread role names: the rules' roles in precedence order, then [`OTHER_ROLE`].
+    pub role_names: Vec<String>,
+    /// Role (index into [`Attribution::role_names`]) of every thread, by (pid, tid).
+    pub thread_roles: HashMap<(u32, u32), usize>,
+    /// On-CPU samples per stack index and role: `stack_role_samples[stack][role]`.
+    pub stack_role_samples: Vec<Vec<u64>>,
+    /// The app's own crates.
+    pub app_crates: Vec<String>,
     /// All on-CPU samples.
     pub samples: u64,
     /// Per stack index: whether a frame of the stack is in a layer of category
@@ -78,16 +179,61 @@ impl Attribution {
             .zip(&frame_paths)
             .map(|(f, p)| rules.classify_path(f.kind, p))
             .collect();
+        let app_crates = super::costs::app_crates(profile, &frame_paths);
+        let mut layers: Vec<Layer> = rules.layers().to_vec();
+        let mut by_name: HashMap<String, usize> = HashMap::new();
+        let mut frame_app = vec![false; profile.frames.len()];
+        let frame_owner: Vec<Option<usize>> = profile
+            .frames
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let p = &frame_paths[i];
+                let krate = (f.kind == FrameKind::User).then(|| crate_of(p, f.file.as_deref())).flatten();
+                frame_app[i] = krate.as_ref().is_some_and(|c| app_crates.contains(c));
+                if let Some(l) = frame_layers[i] {
+                    return Some(l);
+                }
+                if is_transparent(f, p) {
+                    return None;
+                }
+                let name = owner_name(f, p);
+                let next = layers.len();
+                let idx = *by_name.entry(name.clone()).or_insert(next);
+                if idx == next {
+                    let category = if app_crates.contains(&name) { APP_CATEGORY } else { CRATE_CATEGORY };
+                    let name = if layers.iter().any(|l| l.name == name) { format!("{name} (crate)") } else { name };
+                    layers.push(Layer { name, category: category.into(), origin: CRATE_ORIGIN.into() });
+                }
+                Some(idx)
+            })
+            .collect();
+        let role_names: Vec<String> = rules.thread_roles().iter().map(|r| r.name.clone()).chain([OTHER_ROLE.to_string()]).collect();
+        let other = role_names.len() - 1;
+        let frame_role: Vec<usize> = frame_paths
+            .iter()
+            .map(|p| rules.thread_roles().iter().position(|r| r.frames.iter().any(|re| re.is_match(p))).unwrap_or(other))
+            .collect();
+        let stack_role: Vec<usize> =
+            profile.stacks.iter().map(|s| s.frames.iter().map(|&f| frame_role[f as usize]).min().unwrap_or(other)).collect();
+        let mut thread_roles: HashMap<(u32, u32), usize> = HashMap::new();
+        for c in profile.on_cpu.iter().chain(&profile.off_cpu) {
+            let r = stack_role.get(c.stack as usize).copied().unwrap_or(other);
+            let e = thread_roles.entry((c.pid, c.tid)).or_insert(other);
+            *e = (*e).min(r);
+        }
         let mut stack_samples = vec![0u64; profile.stacks.len()];
+        let mut stack_role_samples = vec![vec![0u64; role_names.len()]; profile.stacks.len()];
         for c in &profile.on_cpu {
             if let Some(s) = stack_samples.get_mut(c.stack as usize) {
                 *s += c.count;
+                stack_role_samples[c.stack as usize][thread_roles[&(c.pid, c.tid)]] += c.count;
             }
         }
         let stack_self: Vec<Option<usize>> = profile
             .stacks
             .iter()
-            .map(|s| s.frames.iter().rev().find_map(|&f| frame_layers.get(f as usize).copied().flatten()))
+            .map(|s| s.frames.iter().rev().find_map(|&f| frame_owner.get(f as usize).copied().flatten()))
             .collect();
         let samples = stack_samples.iter().sum();
         let stack_profiler: Vec<bool> = profile
@@ -106,8 +252,15 @@ impl Attribution {
         Attribution {
             frame_paths,
             frame_layers,
+            layers,
+            frame_owner,
+            frame_app,
             stack_samples,
             stack_self,
+            role_names,
+            thread_roles,
+            stack_role_samples,
+            app_crates,
             samples,
             stack_profiler,
             profiler_samples,
@@ -165,8 +318,9 @@ impl Attribution {
     }
 
     /// The layer table, most self samples first; [`UNATTRIBUTED`] included when non-zero.
-    pub fn layer_table(&self, profile: &Profile, rules: &RuleSet) -> Vec<LayerRow> {
-        let n = rules.layers().len();
+    /// Layers are [`Attribution::layers`]: the rules' and the crates'.
+    pub fn layer_table(&self, profile: &Profile) -> Vec<LayerRow> {
+        let n = self.layers.len();
         let mut self_s = vec![0u64; n + 1];
         let mut total_s = vec![0u64; n + 1];
         let mut seen = vec![usize::MAX; n + 1];
@@ -178,7 +332,7 @@ impl Attribution {
             self_s[self.stack_self[si].unwrap_or(n)] += count;
             let mut any = false;
             for &f in &stack.frames {
-                if let Some(l) = self.frame_layers.get(f as usize).copied().flatten() {
+                if let Some(l) = self.frame_owner.get(f as usize).copied().flatten() {
                     any = true;
                     if seen[l] != si {
                         seen[l] = si;
@@ -193,7 +347,7 @@ impl Attribution {
         let mut rows: Vec<LayerRow> = (0..=n)
             .filter(|&i| total_s[i] > 0)
             .map(|i| {
-                let (layer, category) = match rules.layers().get(i) {
+                let (layer, category) = match self.layers.get(i) {
                     Some(l) => (l.name.clone(), l.category.clone()),
                     None => (UNATTRIBUTED.to_string(), "unknown".to_string()),
                 };

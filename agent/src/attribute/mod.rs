@@ -36,8 +36,10 @@
 //! [`write_bench_rankings`] does it for every profiled test of a `profiler bench` run and adds
 //! a combined `ranking.md`.
 
+pub mod catalog;
 pub mod costs;
 pub mod counters;
+pub mod fingerprint;
 pub mod layers;
 pub mod locks;
 pub mod ranking;

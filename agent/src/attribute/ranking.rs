@@ -133,6 +133,23 @@ pub struct Gain {
 /// - latency: `d` = the finding's CPU µs per request + its round-trip µs per request, gain
 ///   `L/(L-d) - 1` with `L` the mean latency.
 pub fn predict(finding: &Finding, bound: &Bound, ctx: &GainInputs) -> Gain {
+    if let (Some(b), Some(c)) = (finding.worker_blocked_us_per_request.filter(|&b| b > 0.0), ctx.worker_cpu_us_per_request) {
+        // Worker time: a wait on a worker holds it as CPU work does, so with the workers as the
+        // bound, removing b µs of c + b µs of worker time per request gives 1/(1-s) - 1.
+        let s = b / (b + c);
+        let g = cpu_bound_gain(s);
+        return Gain {
+            resource: "runtime_workers".into(),
+            share: Some(s),
+            removed_us: Some(b),
+            gain_pct: g * 100.0,
+            predicted_req_per_s: ctx.base_req_per_s.map(|x| x * (1.0 + g)).filter(|x| x.is_finite()),
+            formula: format!(
+                "1/(1-{s:.4})-1 = {:.2}%, s = {b:.1} µs blocked / ({b:.1} + {c:.1} µs of worker CPU) per request: an upper bound, reached when the workers bound the throughput; a wait made asynchronous still adds its time to the request's latency",
+                g * 100.0
+            ),
+        };
+    }
     let rt_share = match (finding.round_trips_per_request, ctx.round_trips_per_request) {
         (Some(x), Some(all)) if all > 0.0 => Some((x / all).min(1.0)),
         _ => None,
@@ -174,6 +191,8 @@ pub fn predict(finding: &Finding, bound: &Bound, ctx: &GainInputs) -> Gain {
 /// Profile-wide figures [`predict`] needs.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct GainInputs {
+    /// Sampled CPU per request on runtime-worker threads, µs, when there are such threads.
+    pub worker_cpu_us_per_request: Option<f64>,
     /// All database round trips per request (wire).
     pub round_trips_per_request: Option<f64>,
     /// Share of on-CPU samples with a driver (sqlx) frame on the stack, 0..1.
@@ -288,8 +307,7 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         _ => (None, None),
     };
     let attr = Attribution::new(profile, opts.rules, requests);
-    let app_crates = costs::app_crates(profile, &attr.frame_paths);
-    let ctx = costs::Ctx { profile, rules: opts.rules, attr: &attr, app_crates, wire: view.as_ref() };
+    let ctx = costs::Ctx { profile, rules: opts.rules, attr: &attr, app_crates: attr.app_crates.clone(), wire: view.as_ref() };
     let (found, not_evaluated) = costs::detect(&ctx);
     let sqlx = regex::Regex::new(r"^sqlx_[a-z]+::").expect("static regex");
     let driver_samples: u64 = profile
@@ -299,7 +317,14 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         .filter(|(_, s)| s.frames.iter().any(|&f| sqlx.is_match(&attr.frame_paths[f as usize])))
         .map(|(i, _)| attr.stack_samples[i])
         .sum();
+    let worker_samples: Option<u64> = attr
+        .role_names
+        .iter()
+        .position(|n| n == super::fingerprint::WORKER_ROLE)
+        .map(|w| attr.stack_role_samples.iter().zip(&attr.stack_profiler).filter(|(_, &p)| !p).map(|(r, _)| r[w]).sum())
+        .filter(|&n: &u64| n > 0);
     let inputs = GainInputs {
+        worker_cpu_us_per_request: worker_samples.and_then(|n| attr.us_per_request(n as f64)),
         round_trips_per_request: db_per_request.as_ref().map(|d| d.per_request.round_trips),
         driver_cpu_share: attr.app_share(driver_samples),
         cpu_us_per_request: attr.us_per_request(attr.samples as f64),
@@ -309,7 +334,7 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
     let mut ranked: Vec<RankedFinding> =
         found.into_iter().map(|f| RankedFinding { rank: 0, gain: predict(&f, &bound, &inputs), finding: f }).collect();
     order_by_gain(&mut ranked);
-    let mut generic = generic_findings(profile, &attr, opts.rules);
+    let mut generic = generic_findings(profile, &attr);
     generic.extend(generic_found);
     let mut syscalls: Vec<(String, f64)> = match requests {
         Some(r) => {
@@ -336,7 +361,7 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         costs: ranked,
         not_evaluated,
         generic,
-        layers: attr.layer_table(profile, opts.rules),
+        layers: attr.layer_table(profile),
         syscalls_per_request: syscalls,
         syscalls_traced_share: (profile.meta.syscall_scale() > 1.0).then(|| 1.0 / profile.meta.syscall_scale()),
         calls_per_request: Vec::new(),
@@ -408,9 +433,13 @@ fn add_lock_counts(r: &mut Ranking, counts: &super::counters::CallCounts, n: u64
         counts_per_request: Default::default(),
         frames: Vec::new(),
         evidence,
+        advice: String::new(),
+        owner: None,
+        samples_by_role: Default::default(),
+        worker_blocked_us_per_request: None,
     };
     finding.counts_per_request.insert("lock_acquisitions".into(), total);
-    let inputs = GainInputs { round_trips_per_request: None, driver_cpu_share: 0.0, cpu_us_per_request: r.cpu_us_per_request, base_req_per_s: r.base_req_per_s };
+    let inputs = GainInputs { cpu_us_per_request: r.cpu_us_per_request, base_req_per_s: r.base_req_per_s, ..GainInputs::default() };
     let gain = predict(&finding, &r.bound, &inputs);
     r.costs.push(RankedFinding { rank: 0, finding, gain });
     order_by_gain(&mut r.costs);
@@ -494,11 +523,68 @@ fn generic(attr: &Attribution, id: &str, title: String, samples: u64, evidence: 
         counts_per_request: Default::default(),
         frames: Vec::new(),
         evidence,
+        advice: String::new(),
+        owner: None,
+        samples_by_role: Default::default(),
+        worker_blocked_us_per_request: None,
     }
 }
 
-fn generic_findings(profile: &Profile, attr: &Attribution, rules: &RuleSet) -> Vec<Finding> {
+/// Owners (layers and crates, [`Attribution::layers`]) listed by `hottest-code`.
+pub const HOTTEST_OWNERS: usize = 8;
+
+/// `hottest-code`: where the CPU goes, always: the owners with the most self time (the app's
+/// samples, the agent's own left out), each with its share, µs per request and thread roles.
+fn hottest_code(attr: &Attribution) -> Option<Finding> {
+    let mut self_by_owner: std::collections::HashMap<usize, Vec<u64>> = std::collections::HashMap::new();
+    for (si, o) in attr.stack_self.iter().enumerate() {
+        if attr.stack_profiler[si] || attr.stack_samples[si] == 0 {
+            continue;
+        }
+        if let Some(o) = o {
+            let e = self_by_owner.entry(*o).or_insert_with(|| vec![0; attr.role_names.len()]);
+            for (i, n) in attr.stack_role_samples[si].iter().enumerate() {
+                e[i] += n;
+            }
+        }
+    }
+    let mut owners: Vec<(usize, u64, Vec<u64>)> = self_by_owner.into_iter().map(|(o, r)| (o, r.iter().sum(), r)).collect();
+    owners.sort_by(|a, b| b.1.cmp(&a.1).then(attr.layers[a.0].name.cmp(&attr.layers[b.0].name)));
+    owners.truncate(HOTTEST_OWNERS);
+    let (top, top_n, _) = owners.first()?.clone();
+    let total: u64 = owners.iter().map(|o| o.1).sum();
+    let mut f = generic(
+        attr,
+        "hottest-code",
+        format!("the most self time is in `{}` ({:.1}% of the app's samples)", attr.layers[top].name, 100.0 * attr.app_share(top_n)),
+        total,
+        Vec::new(),
+    );
+    for (o, n, roles) in &owners {
+        let l = &attr.layers[*o];
+        let share = attr.app_share(*n);
+        let by_role: Vec<String> =
+            roles.iter().enumerate().filter(|(_, &k)| k > 0).map(|(i, k)| format!("{:.0}% on {}", 100.0 * *k as f64 / *n as f64, attr.role_names[i])).collect();
+        f.evidence.push(format!(
+            "`{}` ({}): {n} samples, {:.2}% ± {:.2}{}; {}",
+            l.name,
+            l.category,
+            100.0 * share,
+            100.0 * attr.app_share_se(share),
+            attr.us_per_request(*n as f64).map_or(String::new(), |u| format!(", {u:.1} µs per request")),
+            by_role.join(", ")
+        ));
+        f.frames.push(costs::FrameSamples { frame: l.name.clone(), samples: *n });
+    }
+    f.owner = Some(attr.layers[top].name.clone());
+    Some(f)
+}
+
+fn generic_findings(profile: &Profile, attr: &Attribution) -> Vec<Finding> {
     let mut out = Vec::new();
+    if let Some(f) = hottest_code(attr) {
+        out.push(f);
+    }
     let hot = attr.hot_unattributed(profile, 10);
     let hot_total: u64 = hot.iter().map(|h| h.1).sum();
     if hot_total > 0 {
@@ -510,7 +596,7 @@ fn generic_findings(profile: &Profile, attr: &Attribution, rules: &RuleSet) -> V
     // Allocation: samples whose innermost layer has the category `alloc`.
     let mut alloc = 0;
     for (si, l) in attr.stack_self.iter().enumerate() {
-        if l.is_some_and(|l| rules.layers()[l].category == "alloc") {
+        if l.is_some_and(|l| attr.layers[l].category == "alloc") {
             alloc += attr.stack_samples[si];
         }
     }

@@ -31,6 +31,7 @@ use regex::Regex;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::catalog::{CostRule, ThreadRole};
 use crate::profile::{Frame, FrameKind};
 
 /// The default catalog for the Rust web stack (tokio, hyper, axum, tower, tower-http, sqlx,
@@ -73,6 +74,10 @@ pub enum RulesFileError {
 struct FileToml {
     #[serde(default)]
     layer: Vec<Spanned<LayerToml>>,
+    #[serde(default)]
+    cost: Vec<Spanned<super::catalog::CostToml>>,
+    #[serde(default)]
+    thread_role: Vec<Spanned<super::catalog::RoleToml>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -130,6 +135,10 @@ pub struct RuleSet {
     layers: Vec<Layer>,
     /// Rules by precedence, highest first.
     rules: Vec<Rule>,
+    /// Cost fingerprints (`[[cost]]`), by precedence: later files first, then file order.
+    costs: Vec<CostRule>,
+    /// Thread roles (`[[thread_role]]`), by precedence.
+    roles: Vec<ThreadRole>,
 }
 
 fn line_of(text: &str, span: Option<Range<usize>>) -> usize {
@@ -239,6 +248,30 @@ impl RuleSet {
             new_layers.push(Layer { name: name.clone(), category, origin: origin.to_string() });
             new_rules.push((name, Rule { layer: usize::MAX, prefixes, regexes, kind }));
         }
+        let mut new_costs: Vec<CostRule> = Vec::new();
+        for entry in &file.cost {
+            let c = super::catalog::parse_cost(entry, origin, super::costs::DETECTORS, &err)?;
+            if new_costs.iter().any(|x| x.id == c.id) {
+                return Err(err(Some(entry.get_ref().id_span()), format!("cost `{}` is defined twice in this file", c.id)));
+            }
+            new_costs.push(c);
+        }
+        let mut new_roles: Vec<ThreadRole> = Vec::new();
+        for entry in &file.thread_role {
+            let r = super::catalog::parse_role(entry, origin, &err)?;
+            if new_roles.iter().any(|x| x.name == r.name) {
+                return Err(err(Some(entry.span()), format!("thread_role `{}` is defined twice in this file", r.name)));
+            }
+            new_roles.push(r);
+        }
+        // A file's costs and roles come before the earlier ones and replace those of the same
+        // id or name.
+        self.costs.retain(|c| !new_costs.iter().any(|n| n.id == c.id));
+        new_costs.append(&mut self.costs);
+        self.costs = new_costs;
+        self.roles.retain(|r| !new_roles.iter().any(|n| n.name == r.name));
+        new_roles.append(&mut self.roles);
+        self.roles = new_roles;
         // Apply: overriding layers keep their index, lose their old rules.
         let mut front = Vec::with_capacity(new_rules.len());
         for (layer, (name, mut rule)) in new_layers.into_iter().zip(new_rules) {
@@ -259,6 +292,16 @@ impl RuleSet {
         front.append(&mut self.rules);
         self.rules = front;
         Ok(())
+    }
+
+    /// The cost fingerprints, by precedence.
+    pub fn costs(&self) -> &[CostRule] {
+        &self.costs
+    }
+
+    /// The thread roles, by precedence.
+    pub fn thread_roles(&self) -> &[ThreadRole] {
+        &self.roles
     }
 
     /// All layers, in the order they were first defined.
@@ -381,17 +424,19 @@ pub fn module_path_of_file(file: &str) -> Option<String> {
     Some(path.join("::"))
 }
 
+/// The crate of a registry folder name: `zstd-sys-2.0.16+zstd.1.5.7` -> `zstd_sys`; `None`
+/// for a name without a `-<version>` (`src`, `target-app`).
+pub fn crate_dir(dir: &str) -> Option<String> {
+    let b = dir.as_bytes();
+    (0..b.len())
+        .find(|&i| b[i] == b'-' && b.get(i + 1).is_some_and(u8::is_ascii_digit) && dir[i + 1..].contains('.'))
+        .filter(|&i| i > 0)
+        .map(|i| dir[..i].replace('-', "_"))
+}
+
 /// `sqlx-core-0.8.6` -> `sqlx_core`; `target-app` -> `target_app`.
 fn crate_name_of_dir(dir: &str) -> String {
-    let b = dir.as_bytes();
-    let mut end = dir.len();
-    for i in 0..b.len() {
-        if b[i] == b'-' && b.get(i + 1).is_some_and(u8::is_ascii_digit) && dir[i + 1..].contains('.') {
-            end = i;
-            break;
-        }
-    }
-    dir[..end].replace('-', "_")
+    crate_dir(dir).unwrap_or_else(|| dir.replace('-', "_"))
 }
 
 #[cfg(test)]

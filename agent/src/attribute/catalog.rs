@@ -1,0 +1,405 @@
+//! Cost fingerprints and thread roles as data: the `[[cost]]` and `[[thread_role]]` tables of a
+//! rules file, beside its `[[layer]]` tables ([`super::rules`]).
+//!
+//! # `[[thread_role]]`
+//! ```toml
+//! [[thread_role]]
+//! name = "runtime worker"                                   # unique
+//! frames = ['^tokio::runtime::scheduler::multi_thread::worker::run\b']
+//! ```
+//! A thread takes the first role (in precedence order: later files first, then file order)
+//! any of whose `frames` regexes matches a frame of one of the thread's on- or off-CPU stacks;
+//! a thread no role matches is `other` ([`OTHER_ROLE`]). Roles come from stacks, not thread
+//! names: tokio names its workers and its blocking threads alike (`tokio-runtime-worker`) and
+//! starts workers from its blocking pool, so the worker rule must come before the pool's.
+//!
+//! # `[[cost]]`
+//! ```toml
+//! [[cost]]
+//! id = "construction-per-request"    # a generic name of the pattern (unique)
+//! title = "an object that is costly to build is built on the request path ({cpu_us} µs of CPU per request)"
+//! advice = "build it once (a static LazyLock or the app's state) and share it"
+//! confidence = "medium"              # low | medium | high: when one section fires (default medium)
+//! require = "any"                    # any | all: which gating sections must fire (default any)
+//!
+//! [cost.on_cpu]                      # on-CPU samples (optional)
+//! frames = ['^regex::regex::string::Regex::new$']   # a sample counts when a frame matches one
+//! under = []                         # ... and a frame above that one (towards the root) matches one
+//! not_under = []                     # ... and no frame above it matches one of these
+//! roles = ["runtime worker"]         # ... on a thread of one of these roles (default any)
+//! min_share = 0.005                  # fires when the share of the app's samples, less 2 standard errors, is at least this
+//! min_us_per_request = 0.0           # ... and the sampled CPU per request is at least this, µs
+//!
+//! [cost.off_cpu]                     # off-CPU waits (optional)
+//! frames = []                        # a wait counts when a frame of its stack matches one (empty: any wait)
+//! not_frames = []                    # ... and no frame matches one of these
+//! caller_not = ['^(tokio|mio)::']    # ... and its caller (see below) does not match one of these
+//! roles = ["runtime worker"]         # ... on a thread of one of these roles (default any)
+//! min_us_per_request = 20.0          # fires at this many µs switched out per request
+//!
+//! [cost.syscalls]                    # syscall counts (optional)
+//! names = ["write"]                  # quoted per request in the evidence
+//! min_per_request = 0.5              # gates only when given: their sum per request at least this
+//! ```
+//! A cost fires when its gating sections do (`on_cpu` and `off_cpu` gate when present, `syscalls`
+//! when it has a `min_per_request`); with two gating sections firing its confidence is `high`.
+//! The **caller** of a stack is its innermost user frame outside the standard library, libc and
+//! lock crates ([`super::layers::is_transparent`]): the code that asked for the work or the wait.
+//!
+//! `title` and `advice` may quote the finding's figures: `{cpu_us}` (sampled CPU µs per
+//! request), `{share}` (% of the app's samples), `{blocked_us}` (µs switched out per request),
+//! `{waits}` (waits per request), `{mean_wait_us}`, `{caller}` (the top caller frame) and
+//! `{syscalls.NAME}` (calls of NAME per request); an unknown figure reads `?`.
+//!
+//! A fingerprint that a predicate cannot say keeps a Rust detector: `detector = "NAME"` (one of
+//! [`super::costs::DETECTORS`]) with `why_code = "..."` saying why; its sections must be absent.
+
+use std::ops::Range;
+
+use regex::Regex;
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::costs::Confidence;
+use super::rules::RuleError;
+
+/// The role of a thread no `[[thread_role]]` matches.
+pub const OTHER_ROLE: &str = "other";
+
+/// A thread role: a name and the frames that give a thread this role.
+#[derive(Debug, Clone)]
+pub struct ThreadRole {
+    /// Unique name, e.g. `runtime worker`.
+    pub name: String,
+    /// A thread with a frame matching one of these has the role.
+    pub frames: Vec<Regex>,
+    /// Where it was defined.
+    pub origin: String,
+}
+
+/// The on-CPU section of a [`CostRule`].
+#[derive(Debug, Clone, Default)]
+pub struct OnCpuPredicate {
+    /// A sample counts when one of its frames matches one of these.
+    pub frames: Vec<Regex>,
+    /// ... and a frame nearer the root than the first match matches one of these (empty: no
+    /// condition).
+    pub under: Vec<Regex>,
+    /// ... and no frame nearer the root than the first match matches one of these.
+    pub not_under: Vec<Regex>,
+    /// ... on a thread of one of these roles (empty: any).
+    pub roles: Vec<String>,
+    /// Fires when `share - 2 × its standard error` is at least this (share of the app's
+    /// on-CPU samples, 0..1).
+    pub min_share: f64,
+    /// ... and the sampled CPU per request is at least this, µs.
+    pub min_us_per_request: f64,
+}
+
+/// The off-CPU section of a [`CostRule`].
+#[derive(Debug, Clone, Default)]
+pub struct OffCpuPredicate {
+    /// A wait counts when a frame of its stack matches one of these (empty: every wait).
+    pub frames: Vec<Regex>,
+    /// ... and no frame of its stack matches one of these.
+    pub not_frames: Vec<Regex>,
+    /// ... and its caller frame does not match one of these.
+    pub caller_not: Vec<Regex>,
+    /// ... on a thread of one of these roles (empty: any).
+    pub roles: Vec<String>,
+    /// Fires at this many µs switched out per request.
+    pub min_us_per_request: f64,
+}
+
+/// The syscall section of a [`CostRule`].
+#[derive(Debug, Clone, Default)]
+pub struct SyscallPredicate {
+    /// Syscalls quoted per request (`{syscalls.NAME}`, counts `syscalls.NAME`).
+    pub names: Vec<String>,
+    /// Gates when given: the calls of `names` per request, summed, at least this.
+    pub min_per_request: Option<f64>,
+}
+
+/// One `[[cost]]`: a fingerprint as predicates, or a named Rust detector.
+#[derive(Debug, Clone)]
+pub struct CostRule {
+    /// Stable id, the generic name of the pattern.
+    pub id: String,
+    /// Title template.
+    pub title: String,
+    /// Advice template (empty when none).
+    pub advice: String,
+    /// Confidence when one gating section fires.
+    pub confidence: Confidence,
+    /// True: every gating section must fire; false: any.
+    pub require_all: bool,
+    /// A Rust detector's name instead of predicates.
+    pub detector: Option<String>,
+    /// Why the Rust detector exists (what a predicate cannot say).
+    pub why_code: String,
+    /// On-CPU predicate.
+    pub on_cpu: Option<OnCpuPredicate>,
+    /// Off-CPU predicate.
+    pub off_cpu: Option<OffCpuPredicate>,
+    /// Syscall predicate.
+    pub syscalls: Option<SyscallPredicate>,
+    /// Where it was defined.
+    pub origin: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RoleToml {
+    name: Spanned<String>,
+    frames: Vec<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CostToml {
+    id: Spanned<String>,
+    #[serde(default)]
+    title: Option<Spanned<String>>,
+    #[serde(default)]
+    advice: Option<String>,
+    #[serde(default)]
+    confidence: Option<Spanned<String>>,
+    #[serde(default)]
+    require: Option<Spanned<String>>,
+    #[serde(default)]
+    detector: Option<Spanned<String>>,
+    #[serde(default)]
+    why_code: Option<String>,
+    #[serde(default)]
+    on_cpu: Option<Spanned<OnCpuToml>>,
+    #[serde(default)]
+    off_cpu: Option<Spanned<OffCpuToml>>,
+    #[serde(default)]
+    syscalls: Option<Spanned<SyscallsToml>>,
+}
+
+impl CostToml {
+    pub(super) fn id_span(&self) -> Range<usize> {
+        self.id.span()
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OnCpuToml {
+    frames: Vec<Spanned<String>>,
+    #[serde(default)]
+    under: Vec<Spanned<String>>,
+    #[serde(default)]
+    not_under: Vec<Spanned<String>>,
+    #[serde(default)]
+    roles: Vec<String>,
+    #[serde(default)]
+    min_share: Option<f64>,
+    #[serde(default)]
+    min_us_per_request: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OffCpuToml {
+    #[serde(default)]
+    frames: Vec<Spanned<String>>,
+    #[serde(default)]
+    not_frames: Vec<Spanned<String>>,
+    #[serde(default)]
+    caller_not: Vec<Spanned<String>>,
+    #[serde(default)]
+    roles: Vec<String>,
+    #[serde(default)]
+    min_us_per_request: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SyscallsToml {
+    names: Vec<String>,
+    #[serde(default)]
+    min_per_request: Option<f64>,
+}
+
+/// Default `min_share` of an on-CPU predicate: 0.5% of the app's samples (less 2 standard
+/// errors), so that a cost of a few samples in a large profile stays silent.
+pub const DEFAULT_MIN_SHARE: f64 = 0.005;
+
+/// Compiles a list of regexes; `what` names the list in errors.
+fn regexes(
+    list: &[Spanned<String>],
+    what: &str,
+    err: &dyn Fn(Option<Range<usize>>, String) -> RuleError,
+) -> Result<Vec<Regex>, RuleError> {
+    let mut out = Vec::with_capacity(list.len());
+    for r in list {
+        let re = Regex::new(r.get_ref()).map_err(|e| {
+            let first = e.to_string().lines().last().unwrap_or("invalid").trim().to_string();
+            err(Some(r.span()), format!("{what}: bad regex {:?}: {first}", r.get_ref()))
+        })?;
+        if re.is_match("") {
+            return Err(err(Some(r.span()), format!("{what}: regex {:?} matches every frame", r.get_ref())));
+        }
+        out.push(re);
+    }
+    Ok(out)
+}
+
+pub(super) fn parse_role(
+    t: &Spanned<RoleToml>,
+    origin: &str,
+    err: &dyn Fn(Option<Range<usize>>, String) -> RuleError,
+) -> Result<ThreadRole, RuleError> {
+    let r = t.get_ref();
+    let name = r.name.get_ref().trim().to_string();
+    if name.is_empty() || name == OTHER_ROLE {
+        return Err(err(Some(r.name.span()), format!("thread_role name must be non-empty and not {OTHER_ROLE:?}")));
+    }
+    let frames = regexes(&r.frames, &format!("thread_role `{name}` frames"), err)?;
+    if frames.is_empty() {
+        return Err(err(Some(t.span()), format!("thread_role `{name}` has no frames")));
+    }
+    Ok(ThreadRole { name, frames, origin: origin.to_string() })
+}
+
+pub(super) fn parse_cost(
+    t: &Spanned<CostToml>,
+    origin: &str,
+    detectors: &[&str],
+    err: &dyn Fn(Option<Range<usize>>, String) -> RuleError,
+) -> Result<CostRule, RuleError> {
+    let c = t.get_ref();
+    let id = c.id.get_ref().trim().to_string();
+    if id.is_empty() || !id.chars().all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '-') {
+        return Err(err(Some(c.id.span()), format!("cost id {id:?} must be lower-case letters, digits and '-'")));
+    }
+    let confidence = match c.confidence.as_ref().map(|s| s.get_ref().as_str()) {
+        None | Some("medium") => Confidence::Medium,
+        Some("low") => Confidence::Low,
+        Some("high") => Confidence::High,
+        Some(other) => {
+            return Err(err(c.confidence.as_ref().map(|s| s.span()), format!("cost `{id}`: confidence must be low, medium or high, not {other:?}")));
+        }
+    };
+    let require_all = match c.require.as_ref().map(|s| s.get_ref().as_str()) {
+        None | Some("any") => false,
+        Some("all") => true,
+        Some(other) => return Err(err(c.require.as_ref().map(|s| s.span()), format!("cost `{id}`: require must be any or all, not {other:?}"))),
+    };
+    let has_sections = c.on_cpu.is_some() || c.off_cpu.is_some() || c.syscalls.is_some();
+    if let Some(d) = &c.detector {
+        if !detectors.contains(&d.get_ref().as_str()) {
+            return Err(err(Some(d.span()), format!("cost `{id}`: unknown detector {:?} (known: {})", d.get_ref(), detectors.join(", "))));
+        }
+        if has_sections {
+            return Err(err(Some(d.span()), format!("cost `{id}`: a detector cost has no on_cpu/off_cpu/syscalls section")));
+        }
+        if c.why_code.as_deref().is_none_or(|w| w.trim().is_empty()) {
+            return Err(err(Some(d.span()), format!("cost `{id}`: a detector needs why_code (what a predicate cannot say)")));
+        }
+    } else if !has_sections {
+        return Err(err(Some(t.span()), format!("cost `{id}` has neither a detector nor an on_cpu, off_cpu or syscalls section")));
+    }
+    let title = match &c.title {
+        Some(s) if !s.get_ref().trim().is_empty() => s.get_ref().trim().to_string(),
+        Some(s) => return Err(err(Some(s.span()), format!("cost `{id}`: title is empty"))),
+        None if c.detector.is_some() => String::new(),
+        None => return Err(err(Some(t.span()), format!("cost `{id}` has no title"))),
+    };
+    let on_cpu = match &c.on_cpu {
+        None => None,
+        Some(s) => {
+            let o = s.get_ref();
+            let frames = regexes(&o.frames, &format!("cost `{id}` on_cpu.frames"), err)?;
+            if frames.is_empty() {
+                return Err(err(Some(s.span()), format!("cost `{id}`: on_cpu.frames is empty")));
+            }
+            Some(OnCpuPredicate {
+                frames,
+                under: regexes(&o.under, &format!("cost `{id}` on_cpu.under"), err)?,
+                not_under: regexes(&o.not_under, &format!("cost `{id}` on_cpu.not_under"), err)?,
+                roles: o.roles.clone(),
+                min_share: o.min_share.unwrap_or(DEFAULT_MIN_SHARE),
+                min_us_per_request: o.min_us_per_request.unwrap_or(0.0),
+            })
+        }
+    };
+    let off_cpu = match &c.off_cpu {
+        None => None,
+        Some(s) => {
+            let o = s.get_ref();
+            let Some(min) = o.min_us_per_request else {
+                return Err(err(Some(s.span()), format!("cost `{id}`: off_cpu needs min_us_per_request")));
+            };
+            Some(OffCpuPredicate {
+                frames: regexes(&o.frames, &format!("cost `{id}` off_cpu.frames"), err)?,
+                not_frames: regexes(&o.not_frames, &format!("cost `{id}` off_cpu.not_frames"), err)?,
+                caller_not: regexes(&o.caller_not, &format!("cost `{id}` off_cpu.caller_not"), err)?,
+                roles: o.roles.clone(),
+                min_us_per_request: min,
+            })
+        }
+    };
+    let syscalls = match &c.syscalls {
+        None => None,
+        Some(s) => {
+            let o = s.get_ref();
+            if o.names.is_empty() {
+                return Err(err(Some(s.span()), format!("cost `{id}`: syscalls.names is empty")));
+            }
+            Some(SyscallPredicate { names: o.names.clone(), min_per_request: o.min_per_request })
+        }
+    };
+    Ok(CostRule {
+        id,
+        title,
+        advice: c.advice.clone().unwrap_or_default(),
+        confidence,
+        require_all,
+        detector: c.detector.as_ref().map(|d| d.get_ref().clone()),
+        why_code: c.why_code.clone().unwrap_or_default(),
+        on_cpu,
+        off_cpu,
+        syscalls,
+        origin: origin.to_string(),
+    })
+}
+
+/// Fills `{name}` placeholders of a title or advice template from `figure` (`?` for a name it
+/// does not know).
+pub fn fill(template: &str, figure: &dyn Fn(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find('{') {
+        out.push_str(&rest[..start]);
+        match rest[start..].find('}') {
+            Some(end) => {
+                let name = &rest[start + 1..start + end];
+                out.push_str(&figure(name).unwrap_or_else(|| "?".into()));
+                rest = &rest[start + end + 1..];
+            }
+            None => {
+                out.push_str(&rest[start..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fills_placeholders() {
+        let f = |n: &str| match n {
+            "cpu_us" => Some("12.5".to_string()),
+            _ => None,
+        };
+        assert_eq!(fill("{cpu_us} µs, {nope} x, {", &f), "12.5 µs, ? x, {");
+    }
+}

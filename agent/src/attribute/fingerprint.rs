@@ -1,0 +1,238 @@
+//! Evaluation of the `[[cost]]` predicates of the rules catalog ([`super::catalog`]) on one
+//! profile: on-CPU samples, off-CPU waits and syscall counts, per request.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::catalog::{CostRule, OffCpuPredicate, OnCpuPredicate};
+use super::costs::{Confidence, Ctx, Finding, FrameSamples};
+
+/// Role indices (into [`super::layers::Attribution::role_names`]) for role names; `None`
+/// for an empty list (any role). Unknown names match no thread.
+fn role_indices(ctx: &Ctx<'_>, roles: &[String]) -> Option<Vec<usize>> {
+    if roles.is_empty() {
+        return None;
+    }
+    Some(roles.iter().filter_map(|r| ctx.attr.role_names.iter().position(|n| n == r)).collect())
+}
+
+/// What the on-CPU section found.
+struct OnCpu {
+    samples: u64,
+    frames: Vec<FrameSamples>,
+    by_role: BTreeMap<String, u64>,
+    callers: Vec<FrameSamples>,
+    fires: bool,
+}
+
+fn on_cpu(ctx: &Ctx<'_>, p: &OnCpuPredicate) -> OnCpu {
+    let roles = role_indices(ctx, &p.roles);
+    let matches = |path: &str| p.frames.iter().any(|r| r.is_match(path));
+    let mut callers: HashMap<String, u64> = HashMap::new();
+    let (samples, frames, by_role) = ctx.collect_roles(roles.as_deref(), |si, fr| {
+        let hits: Vec<usize> = fr.iter().enumerate().filter(|(_, &f)| matches(ctx.path(f))).map(|(i, _)| i).collect();
+        let Some(&first) = hits.first() else { return hits };
+        let above = &fr[..first];
+        if !p.under.is_empty() && !above.iter().any(|&f| p.under.iter().any(|r| r.is_match(ctx.path(f)))) {
+            return Vec::new();
+        }
+        if above.iter().any(|&f| p.not_under.iter().any(|r| r.is_match(ctx.path(f)))) {
+            return Vec::new();
+        }
+        let mut v = hits;
+        if let Some(ci) = ctx.caller_of(fr, first, &|path| matches(path)) {
+            let n = match &roles {
+                None => ctx.attr.stack_samples[si],
+                Some(r) => r.iter().map(|&i| ctx.attr.stack_role_samples[si][i]).sum(),
+            };
+            *callers.entry(ctx.path(fr[ci]).to_string()).or_default() += n;
+            v.push(ci);
+        }
+        v
+    });
+    let share = ctx.attr.app_share(samples);
+    let lower = share - 2.0 * ctx.attr.app_share_se(share);
+    let us = ctx.attr.us_per_request(samples as f64);
+    let fires = samples > 0 && lower >= p.min_share && us.is_none_or(|u| u >= p.min_us_per_request);
+    OnCpu { samples, frames, by_role, callers: ranked(callers), fires }
+}
+
+/// What the off-CPU section found.
+struct OffCpu {
+    waits: u64,
+    total_ns: u64,
+    worker_ns: u64,
+    callers: Vec<FrameSamples>,
+    fires: bool,
+}
+
+fn off_cpu(ctx: &Ctx<'_>, p: &OffCpuPredicate) -> OffCpu {
+    let roles = role_indices(ctx, &p.roles);
+    let worker = ctx.attr.role_names.iter().position(|n| n == WORKER_ROLE);
+    let mut callers: HashMap<String, u64> = HashMap::new();
+    let (mut waits, mut total_ns, mut worker_ns) = (0u64, 0u64, 0u64);
+    for c in &ctx.profile.off_cpu {
+        let role = ctx.attr.thread_roles.get(&(c.pid, c.tid)).copied();
+        if let Some(r) = &roles {
+            if !role.is_some_and(|x| r.contains(&x)) {
+                continue;
+            }
+        }
+        let Some(stack) = ctx.profile.stacks.get(c.stack as usize) else { continue };
+        let fr = &stack.frames;
+        let any = |res: &[regex::Regex]| fr.iter().any(|&f| res.iter().any(|r| r.is_match(ctx.path(f))));
+        if !p.frames.is_empty() && !any(&p.frames) {
+            continue;
+        }
+        if any(&p.not_frames) {
+            continue;
+        }
+        let caller = ctx.caller_of(fr, fr.len(), &|_| false).map(|i| ctx.path(fr[i]).to_string());
+        if caller.as_deref().is_some_and(|c| p.caller_not.iter().any(|r| r.is_match(c))) {
+            continue;
+        }
+        waits += c.count;
+        total_ns += c.total_ns;
+        if role.is_some() && role == worker {
+            worker_ns += c.total_ns;
+        }
+        *callers.entry(caller.unwrap_or_else(|| "[no caller frame]".into())).or_default() += c.total_ns / 1_000;
+    }
+    let fires = waits > 0
+        && match ctx.attr.requests {
+            Some(n) => total_ns as f64 / 1e3 / n as f64 >= p.min_us_per_request,
+            // Without a request count: at least 1% of the run's wall time.
+            None => total_ns as f64 >= 0.01 * ctx.profile.meta.duration_ns as f64,
+        };
+    OffCpu { waits, total_ns, worker_ns, callers: ranked(callers), fires }
+}
+
+/// The tokio worker role's name in the default catalog: waits on such threads block every
+/// task queued behind them ([`Finding::worker_blocked_us_per_request`]).
+pub const WORKER_ROLE: &str = "runtime worker";
+
+fn ranked(m: HashMap<String, u64>) -> Vec<FrameSamples> {
+    let mut v: Vec<FrameSamples> = m.into_iter().map(|(frame, samples)| FrameSamples { frame: frame.chars().take(200).collect(), samples }).collect();
+    v.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.frame.cmp(&b.frame)));
+    v.truncate(8);
+    v
+}
+
+/// Evaluates one predicate fingerprint; `None` when it does not fire.
+pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<Finding> {
+    let on = rule.on_cpu.as_ref().map(|p| on_cpu(ctx, p));
+    let off = rule.off_cpu.as_ref().map(|p| off_cpu(ctx, p));
+    let sys: Option<(f64, BTreeMap<String, f64>, bool)> = rule.syscalls.as_ref().map(|p| {
+        let per: BTreeMap<String, f64> =
+            p.names.iter().filter_map(|n| Some((n.clone(), ctx.per_request(ctx.syscall_count(n).unwrap_or(0) as f64)?))).collect();
+        let sum: f64 = per.values().sum();
+        (sum, per, p.min_per_request.is_some_and(|m| ctx.attr.requests.is_some() && sum >= m))
+    });
+    let mut gates: Vec<bool> = Vec::new();
+    if let Some(o) = &on {
+        gates.push(o.fires);
+    }
+    if let Some(o) = &off {
+        gates.push(o.fires);
+    }
+    if let (Some(p), Some((_, _, fires))) = (&rule.syscalls, &sys) {
+        if p.min_per_request.is_some() {
+            gates.push(*fires);
+        }
+    }
+    let fired = gates.iter().filter(|&&g| g).count();
+    let fires = if rule.require_all { !gates.is_empty() && fired == gates.len() } else { fired > 0 };
+    if !fires {
+        return None;
+    }
+    let samples = on.as_ref().map_or(0, |o| o.samples);
+    let frames = on.as_ref().map(|o| o.frames.clone()).unwrap_or_default();
+    let confidence = if fired >= 2 { Confidence::High } else { rule.confidence };
+    let mut f = ctx.finding(&rule.id, String::new(), confidence, samples, frames);
+    let per_req = |x: f64| ctx.attr.requests.map(|n| x / n as f64);
+    let mut figures: HashMap<String, String> = HashMap::new();
+    let mut callers: Vec<FrameSamples> = Vec::new();
+    if let Some(o) = &on {
+        f.samples_by_role = o.by_role.clone();
+        f.evidence.push(ctx.samples_line(&format!("in the frames of `{}`{}", rule.id, roles_text(&rule.on_cpu.as_ref().map(|p| p.roles.clone()).unwrap_or_default())), o.samples));
+        if let Some(u) = f.cpu_us_per_request {
+            figures.insert("cpu_us".into(), format!("{u:.1}"));
+            f.counts_per_request.insert("cpu_us".into(), u);
+        }
+        figures.insert("share".into(), format!("{:.1}%", 100.0 * f.cpu_share));
+        if !o.by_role.is_empty() {
+            let roles: Vec<String> = o.by_role.iter().map(|(r, n)| format!("{n} on {r}")).collect();
+            f.evidence.push(format!("samples by thread role: {}", roles.join(", ")));
+        }
+        callers.extend(o.callers.iter().cloned());
+        if !o.callers.is_empty() {
+            let c: Vec<String> = o.callers.iter().take(3).map(|c| format!("`{}` ({} samples)", c.frame, c.samples)).collect();
+            f.evidence.push(format!("called from: {}", c.join(", ")));
+        }
+    }
+    if let Some(o) = &off {
+        let us = per_req(o.total_ns as f64 / 1e3);
+        let waits = per_req(o.waits as f64);
+        let mean = if o.waits > 0 { o.total_ns as f64 / 1e3 / o.waits as f64 } else { 0.0 };
+        figures.insert("mean_wait_us".into(), format!("{mean:.1}"));
+        if let Some(u) = us {
+            figures.insert("blocked_us".into(), format!("{u:.1}"));
+            f.counts_per_request.insert("blocked_us".into(), u);
+        }
+        if let Some(w) = waits {
+            figures.insert("waits".into(), format!("{w:.2}"));
+            f.counts_per_request.insert("waits".into(), w);
+        }
+        if o.worker_ns > 0 {
+            f.worker_blocked_us_per_request = per_req(o.worker_ns as f64 / 1e3);
+        }
+        let roles = roles_text(&rule.off_cpu.as_ref().map(|p| p.roles.clone()).unwrap_or_default());
+        f.evidence.push(format!(
+            "off-CPU{roles}: {} waits, {:.1} ms switched out in all (mean {mean:.1} µs){}",
+            o.waits,
+            o.total_ns as f64 / 1e6,
+            match (waits, us) {
+                (Some(w), Some(u)) => format!(", {w:.2} waits and {u:.1} µs per request"),
+                _ => ", per request unknown (no request count)".into(),
+            }
+        ));
+        if !o.callers.is_empty() {
+            let c: Vec<String> = o.callers.iter().take(3).map(|c| format!("`{}` ({:.1} ms)", c.frame, c.samples as f64 / 1e3)).collect();
+            f.evidence.push(format!("waits called from: {}", c.join(", ")));
+        }
+        if callers.is_empty() {
+            callers.extend(o.callers.iter().cloned());
+        }
+    }
+    if let Some((_, per, _)) = &sys {
+        for (n, v) in per {
+            figures.insert(format!("syscalls.{n}"), format!("{v:.2}"));
+            f.counts_per_request.insert(format!("syscalls.{n}"), *v);
+        }
+        if !per.is_empty() {
+            let list: Vec<String> = per.iter().map(|(n, v)| format!("{n} {v:.2}")).collect();
+            f.evidence.push(format!("syscalls per request (whole process): {}{}", list.join(", "), ctx.syscall_counting()));
+        }
+    }
+    f.owner = callers.first().map(|c| c.frame.clone());
+    if let Some(o) = &f.owner {
+        figures.insert("caller".into(), format!("`{o}`"));
+    }
+    for c in callers {
+        if !f.frames.iter().any(|x| x.frame == c.frame) && f.frames.len() < 8 {
+            f.frames.push(c);
+        }
+    }
+    let fig = |name: &str| figures.get(name).cloned();
+    f.title = super::catalog::fill(&rule.title, &fig);
+    f.advice = super::catalog::fill(&rule.advice, &fig);
+    f.evidence.push(format!("fingerprint `{}` from {}", rule.id, rule.origin));
+    Some(f)
+}
+
+fn roles_text(roles: &[String]) -> String {
+    if roles.is_empty() {
+        String::new()
+    } else {
+        format!(" on {} threads", roles.join(" or "))
+    }
+}
