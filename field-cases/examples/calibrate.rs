@@ -1,5 +1,8 @@
 //! Times one unit of each route's work outside the server (no load, one thread), to size
 //! the constants of `field_cases`: `cargo run --release -p field-cases --example calibrate`.
+//!
+//! `calibrate brotli Q SECS` compresses the brotli routes' body at quality Q in a loop for
+//! SECS seconds (a target for `perf record`, to see which encoder functions a level uses).
 
 use std::time::Instant;
 
@@ -14,6 +17,19 @@ fn time<T>(label: &str, n: u32, mut f: impl FnMut() -> T) {
 
 fn main() {
     let body = field_cases::brotli_body();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("brotli") {
+        let q: i32 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(11);
+        let secs: f64 = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(5.0);
+        let t = Instant::now();
+        let mut n = 0u64;
+        while t.elapsed().as_secs_f64() < secs {
+            std::hint::black_box(field_cases::brotli_compress(&body, q).unwrap());
+            n += 1;
+        }
+        println!("brotli q{q}: {n} compressions of {} bytes in {secs} s", body.len());
+        return;
+    }
     println!("brotli body {} bytes", body.len());
     time("Regex::new (log line)", 200, || regex::Regex::new(field_cases::LOG_LINE_PATTERN).unwrap());
     time("pbkdf2", 20, || field_cases::hash_password(1));
