@@ -5,7 +5,7 @@
 //!
 //! | stack (root first)                                   | samples | self (owner of the innermost owned frame) |
 //! |------------------------------------------------------|--------:|-----------------|
-//! | start_thread; tokio run; hyper; Auth::call; jwt; sha2 |  40 (30 + 10, two threads) | jsonwebtoken (sha2 via its file path) |
+//! | start_thread; tokio run; hyper; Auth::call; jwt; sha2 |  40 (30 + 10, two threads) | crypto (sha2 via its file path) |
 //! | start_thread; tokio run; hyper; Auth::call; mi_malloc |  10 | alloc |
 //! | start_thread; tokio run; hyper; serde_json           |  20 | serde_json |
 //! | start_thread; tokio run; hyper; __x64_sys_sendto [k] |  20 | kernel net |
@@ -47,7 +47,7 @@ fn self_and_total_by_hand() {
     assert_eq!(
         rows,
         vec![
-            ("jsonwebtoken", 40, 40),
+            ("crypto", 40, 40),
             ("kernel net", 20, 20),
             ("serde_json", 20, 20),
             ("alloc", 10, 10),
@@ -56,6 +56,7 @@ fn self_and_total_by_hand() {
             ("hyper", 0, 98),
             ("tokio scheduler", 0, 98),
             ("auth", 0, 50),
+            ("jsonwebtoken", 0, 40),
         ]
     );
     assert!(table.iter().all(|r| r.layer != UNATTRIBUTED));
@@ -75,7 +76,7 @@ fn shares_errors_and_us_per_request_by_hand() {
     let (p, rules) = fixture();
     let attr = Attribution::new(&p, &rules, Some(500));
     let table = attr.layer_table(&p);
-    let jwt = table.iter().find(|r| r.layer == "jsonwebtoken").unwrap();
+    let jwt = table.iter().find(|r| r.layer == "crypto").unwrap();
     assert!(close(jwt.self_share, 0.40));
     // sqrt(0.4 × 0.6 / 100)
     assert!(close(jwt.self_share_se, 0.048_989_794_855_663_56), "{}", jwt.self_share_se);
@@ -111,7 +112,7 @@ fn generic_findings_by_hand() {
     let (p, rules) = fixture();
     let opts = RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: "fixture" };
     let r = rank(&p, Some(500), Bound::Unknown, &opts);
-    // The one named cost: sha2 (the jsonwebtoken layer) runs 40 samples × 10,000 µs / 500
+    // The one named cost: sha2 (the crypto layer) runs 40 samples × 10,000 µs / 500
     // requests = 800 µs per request on the runtime's workers, above the 500 µs of
     // long-cpu-on-worker even at its lower bound (40 - 2·√40 = 27.4 samples = 548 µs).
     let ids: Vec<&str> = r.costs.iter().map(|c| c.finding.id.as_str()).collect();
@@ -120,11 +121,11 @@ fn generic_findings_by_hand() {
     assert_eq!(long.samples, 40);
     assert!(close(long.cpu_us_per_request.unwrap(), 800.0));
     assert_eq!(long.samples_by_role.get("runtime worker"), Some(&40));
-    assert!(long.title.starts_with("`jsonwebtoken` runs 800 µs"), "{}", long.title);
+    assert!(long.title.starts_with("`crypto` runs 800 µs"), "{}", long.title);
     let hottest = r.generic.iter().find(|g| g.id == "hottest-code").unwrap();
-    assert_eq!(hottest.owner.as_deref(), Some("jsonwebtoken"));
+    assert_eq!(hottest.owner.as_deref(), Some("crypto"));
     let owners: Vec<(&str, u64)> = hottest.frames.iter().map(|f| (f.frame.as_str(), f.samples)).collect();
-    assert_eq!(owners[..3], [("jsonwebtoken", 40), ("kernel net", 20), ("serde_json", 20)]);
+    assert_eq!(owners[..3], [("crypto", 40), ("kernel net", 20), ("serde_json", 20)]);
     let hot = r.generic.iter().find(|g| g.id == "hot-functions").unwrap();
     let frames: Vec<(&str, u64)> = hot.frames.iter().map(|f| (f.frame.as_str(), f.samples)).collect();
     assert_eq!(frames, vec![("myapp::util::checksum", 8), ("[unknown]", 2)]);

@@ -69,7 +69,7 @@ fn bound_classification() {
 
 #[test]
 fn predictions_per_bound() {
-    let inputs = GainInputs { round_trips_per_request: Some(3.0), driver_cpu_share: 0.30, cpu_us_per_request: Some(200.0), base_req_per_s: Some(1000.0), worker_cpu_us_per_request: None };
+    let inputs = GainInputs { round_trips_per_request: Some(3.0), driver_cpu_share: 0.30, cpu_us_per_request: Some(200.0), base_req_per_s: Some(1000.0), ..GainInputs::default() };
     let cpu_cost = finding(100, 0.10, Some(20.0), None, None);
     let app = Bound::AppCpu { used_cpus: 1.0, capacity_cpus: 1.0 };
     let g = predict(&cpu_cost, &app, &inputs);
@@ -112,13 +112,17 @@ fn writes_ranking_md_and_json() {
     assert!(md.starts_with("# Ranking of named costs: json (pid 100)\n"), "{md}");
     assert!(md.contains("- bound: latency at 64 connections (mean 5.00 ms"), "{md}");
     assert!(md.contains("Little's law"), "the model is printed");
-    assert!(md.contains("| jsonwebtoken | auth | 40 | 40.00% ± 4.90 | 800.00 |"), "{md}");
-    assert!(md.contains("No named cost fired."));
+    assert!(md.contains("| crypto | auth | 40 | 40.00% ± 4.90 | 800.00 |"), "{md}");
+    // The fixture's one named cost (see attribute_layers.rs): 800 µs of sha2 per request on the
+    // workers; latency-bound, 5000 / (5000 - 800) - 1 = +19.0%.
+    assert!(md.contains("| 1 | `long-cpu-on-worker`: `crypto` runs 800 µs of synchronous CPU per request on the runtime's worker threads | Medium | 40 |"), "{md}");
+    assert!(md.contains("| +19.0% |"), "{md}");
+    assert!(md.contains("## Threads by role"), "{md}");
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("ranking.json")).unwrap()).unwrap();
     assert_eq!(json["schema_version"], 1);
     assert_eq!(json["bound"]["resource"], "latency");
     assert_eq!(json["requests"], 500);
-    assert_eq!(json["layers"][0]["layer"], "jsonwebtoken");
+    assert_eq!(json["layers"][0]["layer"], "crypto");
     // ranking.json reads back (floats may differ in the last bit: compare what a reader sees).
     let back: profiler::attribute::Ranking = serde_json::from_value(json).unwrap();
     assert_eq!((back.samples, back.requests, back.layers.len(), back.generic.len()), (r.samples, r.requests, r.layers.len(), r.generic.len()));

@@ -27,7 +27,7 @@
 //! under = []                         # ... and a frame above that one (towards the root) matches one
 //! not_under = []                     # ... and no frame above it matches one of these
 //! roles = ["runtime worker"]         # ... on a thread of one of these roles (default any)
-//! min_share = 0.005                  # fires when the share of the app's samples, less 2 standard errors, is at least this
+//! min_share = 0.005                  # fires when the share of the app's samples, less 2 standard errors, is at least this (0: any sample)
 //! min_us_per_request = 0.0           # ... and the sampled CPU per request is at least this, µs
 //!
 //! [cost.off_cpu]                     # off-CPU waits (optional)

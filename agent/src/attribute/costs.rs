@@ -16,6 +16,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use super::layers::Attribution;
+use super::catalog::CostRule;
 use super::rules::RuleSet;
 use crate::profile::{FrameKind, Profile};
 use crate::wire::pg::StatementShape;
@@ -377,7 +378,7 @@ fn run_detector(ctx: &Ctx<'_>, name: &str) -> Result<Option<Finding>, String> {
         }
         "double-json-parse" => double_json_parse(ctx),
         "change-events" => serialized_for_nobody(ctx),
-        "long-cpu-on-worker" => long_cpu_on_worker(ctx),
+        "long-cpu-on-worker" => long_cpu_on_worker(ctx, &Default::default()),
         other => return Err(format!("no detector named {other:?} in this build")),
     })
 }
@@ -389,9 +390,17 @@ fn run_detector(ctx: &Ctx<'_>, name: &str) -> Result<Option<Finding>, String> {
 pub fn detect(ctx: &Ctx<'_>) -> (Vec<Finding>, Vec<NotEvaluated>) {
     let mut found = Vec::new();
     let mut skipped = Vec::new();
-    for rule in ctx.rules.costs() {
+    // Stacks whose samples a predicate cost counted: `long-cpu-on-worker` runs last and leaves
+    // them out, so that a regex compiled per request is one finding, not two.
+    let mut claimed: std::collections::HashSet<usize> = std::collections::HashSet::new();
+    let (last, first): (Vec<&CostRule>, Vec<&CostRule>) = ctx.rules.costs().iter().partition(|r| r.detector.as_deref() == Some("long-cpu-on-worker"));
+    for rule in first.into_iter().chain(last) {
         let finding = match rule.detector.as_deref() {
-            None => super::fingerprint::evaluate(ctx, rule),
+            None => super::fingerprint::evaluate(ctx, rule).map(|(f, stacks)| {
+                claimed.extend(stacks);
+                f
+            }),
+            Some("long-cpu-on-worker") => long_cpu_on_worker(ctx, &claimed),
             Some(d) => match run_detector(ctx, d) {
                 Ok(f) => f,
                 Err(reason) => {
@@ -424,7 +433,7 @@ pub const LONG_CPU_US_PER_REQUEST: f64 = 500.0;
 
 /// Layer categories whose self time on a worker is the runtime's and the request pipeline's
 /// own, never "long synchronous work": `long-cpu-on-worker` leaves them out.
-const PIPELINE_CATEGORIES: &[&str] = &["runtime", "kernel", "profiler", "http", "framework", "database", "alloc", "sync"];
+const PIPELINE_CATEGORIES: &[&str] = &["runtime", "kernel", "profiler", "http", "framework", "middleware", "observability", "database", "alloc", "sync"];
 
 /// `long-cpu-on-worker`: one owner (a crate, or a layer outside the runtime and the HTTP
 /// pipeline) whose self time on runtime-worker threads is at least
@@ -432,21 +441,50 @@ const PIPELINE_CATEGORIES: &[&str] = &["runtime", "kernel", "profiler", "http", 
 /// compression, big parses) that holds a worker. A Rust detector because it groups samples by
 /// their owner, which no predicate names in advance. Without a request count it fires when one
 /// owner has a quarter or more of the workers' samples.
-pub fn long_cpu_on_worker(ctx: &Ctx<'_>) -> Option<Finding> {
+pub fn long_cpu_on_worker(ctx: &Ctx<'_>, claimed: &std::collections::HashSet<usize>) -> Option<Finding> {
     let worker = ctx.attr.role_names.iter().position(|n| n == super::fingerprint::WORKER_ROLE)?;
+    let candidate = |o: usize| {
+        let l = &ctx.attr.layers[o];
+        !PIPELINE_CATEGORIES.contains(&l.category.as_str()) && l.category != super::layers::APP_CATEGORY
+    };
+    // Each worker sample counts for its self owner, and for every owner of the frames below
+    // its innermost app frame (the library calls the app's code made: pbkdf2 for the sha2
+    // below it); a stack without an app frame counts for its self owner only.
+    let owners_of = |si: usize| -> Vec<usize> {
+        let fr = &ctx.profile.stacks[si].frames;
+        let mut v: Vec<usize> = Vec::new();
+        if let Some(o) = ctx.attr.stack_self[si] {
+            if candidate(o) || ctx.attr.layers[o].category == super::layers::APP_CATEGORY {
+                v.push(o);
+            }
+        }
+        if let Some(a) = fr.iter().rposition(|&f| ctx.attr.frame_app[f as usize]) {
+            for &f in &fr[a + 1..] {
+                if let Some(o) = ctx.attr.frame_owner[f as usize].filter(|&o| candidate(o)) {
+                    if !v.contains(&o) {
+                        v.push(o);
+                    }
+                }
+            }
+        }
+        v
+    };
     let mut by_owner: HashMap<usize, u64> = HashMap::new();
     let mut worker_samples = 0u64;
-    for (si, owner) in ctx.attr.stack_self.iter().enumerate() {
+    for si in 0..ctx.profile.stacks.len() {
         let n = ctx.attr.stack_role_samples[si][worker];
         if n == 0 || ctx.attr.stack_profiler[si] {
             continue;
         }
         worker_samples += n;
-        if let Some(o) = owner.filter(|&o| !PIPELINE_CATEGORIES.contains(&ctx.attr.layers[o].category.as_str())) {
+        if claimed.contains(&si) {
+            continue;
+        }
+        for o in owners_of(si) {
             *by_owner.entry(o).or_default() += n;
         }
     }
-    let (&owner, &n) = by_owner.iter().max_by_key(|(o, n)| (**n, std::cmp::Reverse(**o)))?;
+    let (&owner, &n) = by_owner.iter().max_by(|a, b| a.1.cmp(b.1).then_with(|| ctx.attr.layers[*b.0].name.cmp(&ctx.attr.layers[*a.0].name)))?;
     let lower = (n as f64 - 2.0 * (n as f64).sqrt()).max(0.0);
     let fires = match ctx.attr.us_per_request(lower) {
         Some(us) => us >= LONG_CPU_US_PER_REQUEST,
@@ -458,7 +496,7 @@ pub fn long_cpu_on_worker(ctx: &Ctx<'_>) -> Option<Finding> {
     let name = ctx.attr.layers[owner].name.clone();
     let mut callers: HashMap<String, u64> = HashMap::new();
     let (samples, frames, by_role) = ctx.collect_roles(Some(&[worker]), |si, fr| {
-        if ctx.attr.stack_self[si] != Some(owner) {
+        if claimed.contains(&si) || !owners_of(si).contains(&owner) {
             return Vec::new();
         }
         let first = fr.iter().position(|&f| ctx.attr.frame_owner[f as usize] == Some(owner)).unwrap_or(fr.len() - 1);
@@ -478,7 +516,7 @@ pub fn long_cpu_on_worker(ctx: &Ctx<'_>) -> Option<Finding> {
         frames,
     );
     f.samples_by_role = by_role;
-    f.evidence.push(ctx.samples_line(&format!("with `{name}` as their owner (self time) on runtime-worker threads"), samples));
+    f.evidence.push(ctx.samples_line(&format!("in `{name}` (its own code and what it calls) on runtime-worker threads"), samples));
     f.evidence.push(format!("{worker_samples} samples on runtime-worker threads in all; no other task runs on a worker while this work does"));
     let mut callers: Vec<(String, u64)> = callers.into_iter().collect();
     callers.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -698,6 +736,7 @@ fn lock_regex() -> &'static Regex {
 pub fn global_locks(ctx: &Ctx<'_>) -> Option<Finding> {
     let lock = lock_regex();
     let lib = regex!(r"^(std|core|alloc|lock_api|parking_lot|parking_lot_core)::");
+    let std_lock_owner = regex!(r"^std::io::stdio::");
     let app_lock = |fr: &[u32]| -> Vec<usize> {
         let mut hits = Vec::new();
         for (i, &f) in fr.iter().enumerate() {
@@ -705,8 +744,12 @@ pub fn global_locks(ctx: &Ctx<'_>) -> Option<Finding> {
                 continue;
             }
             // Walk towards the root past std/lock frames: the first other frame is the caller.
-            let caller = fr[..i].iter().rev().find(|&&c| !lib.is_match(ctx.path(c)) && !lock.is_match(ctx.path(c)));
-            if caller.is_some_and(|&c| ctx.is_app_frame(c)) {
+            let caller = fr[..i].iter().rposition(|&c| !lib.is_match(ctx.path(c)) && !lock.is_match(ctx.path(c)));
+            // A lock std takes inside a call of the app's (stdout's, in println!) is std's:
+            // `sync-logging` names the stdout one.
+            let std_owned = caller.is_some_and(|ci| fr[ci + 1..i].iter().any(|&c| std_lock_owner.is_match(ctx.path(c))));
+            let caller = caller.map(|ci| &fr[ci]);
+            if !std_owned && caller.is_some_and(|&c| ctx.is_app_frame(c)) {
                 hits.push(i);
                 if let Some(ci) = fr[..i].iter().rposition(|&c| Some(&c) == caller) {
                     hits.push(ci);

@@ -17,6 +17,8 @@ fn role_indices(ctx: &Ctx<'_>, roles: &[String]) -> Option<Vec<usize>> {
 
 /// What the on-CPU section found.
 struct OnCpu {
+    /// Stack indices with samples that counted.
+    stacks: Vec<usize>,
     samples: u64,
     frames: Vec<FrameSamples>,
     by_role: BTreeMap<String, u64>,
@@ -28,9 +30,11 @@ fn on_cpu(ctx: &Ctx<'_>, p: &OnCpuPredicate) -> OnCpu {
     let roles = role_indices(ctx, &p.roles);
     let matches = |path: &str| p.frames.iter().any(|r| r.is_match(path));
     let mut callers: HashMap<String, u64> = HashMap::new();
+    let mut stacks = Vec::new();
     let (samples, frames, by_role) = ctx.collect_roles(roles.as_deref(), |si, fr| {
         let hits: Vec<usize> = fr.iter().enumerate().filter(|(_, &f)| matches(ctx.path(f))).map(|(i, _)| i).collect();
         let Some(&first) = hits.first() else { return hits };
+        stacks.push(si);
         let above = &fr[..first];
         if !p.under.is_empty() && !above.iter().any(|&f| p.under.iter().any(|r| r.is_match(ctx.path(f)))) {
             return Vec::new();
@@ -52,8 +56,16 @@ fn on_cpu(ctx: &Ctx<'_>, p: &OnCpuPredicate) -> OnCpu {
     let share = ctx.attr.app_share(samples);
     let lower = share - 2.0 * ctx.attr.app_share_se(share);
     let us = ctx.attr.us_per_request(samples as f64);
-    let fires = samples > 0 && lower >= p.min_share && us.is_none_or(|u| u >= p.min_us_per_request);
-    OnCpu { samples, frames, by_role, callers: ranked(callers), fires }
+    let fires = samples > 0 && (p.min_share <= 0.0 || lower >= p.min_share) && us.is_none_or(|u| u >= p.min_us_per_request);
+    // Stacks a later condition (under, not_under) rejected were pushed before it.
+    stacks.retain(|&si| {
+        let fr = &ctx.profile.stacks[si].frames;
+        let first = fr.iter().position(|&f| matches(ctx.path(f))).unwrap_or(0);
+        let above = &fr[..first];
+        (p.under.is_empty() || above.iter().any(|&f| p.under.iter().any(|r| r.is_match(ctx.path(f)))))
+            && !above.iter().any(|&f| p.not_under.iter().any(|r| r.is_match(ctx.path(f))))
+    });
+    OnCpu { stacks, samples, frames, by_role, callers: ranked(callers), fires }
 }
 
 /// What the off-CPU section found.
@@ -117,8 +129,9 @@ fn ranked(m: HashMap<String, u64>) -> Vec<FrameSamples> {
     v
 }
 
-/// Evaluates one predicate fingerprint; `None` when it does not fire.
-pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<Finding> {
+/// Evaluates one predicate fingerprint; `None` when it does not fire. With the finding, the
+/// stack indices whose on-CPU samples it counted.
+pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)> {
     let on = rule.on_cpu.as_ref().map(|p| on_cpu(ctx, p));
     let off = rule.off_cpu.as_ref().map(|p| off_cpu(ctx, p));
     let sys: Option<(f64, BTreeMap<String, f64>, bool)> = rule.syscalls.as_ref().map(|p| {
@@ -155,14 +168,10 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<Finding> {
         f.samples_by_role = o.by_role.clone();
         f.evidence.push(ctx.samples_line(&format!("in the frames of `{}`{}", rule.id, roles_text(&rule.on_cpu.as_ref().map(|p| p.roles.clone()).unwrap_or_default())), o.samples));
         if let Some(u) = f.cpu_us_per_request {
-            figures.insert("cpu_us".into(), format!("{u:.1}"));
+            figures.insert("cpu_us".into(), num(u));
             f.counts_per_request.insert("cpu_us".into(), u);
         }
         figures.insert("share".into(), format!("{:.1}%", 100.0 * f.cpu_share));
-        if !o.by_role.is_empty() {
-            let roles: Vec<String> = o.by_role.iter().map(|(r, n)| format!("{n} on {r}")).collect();
-            f.evidence.push(format!("samples by thread role: {}", roles.join(", ")));
-        }
         callers.extend(o.callers.iter().cloned());
         if !o.callers.is_empty() {
             let c: Vec<String> = o.callers.iter().take(3).map(|c| format!("`{}` ({} samples)", c.frame, c.samples)).collect();
@@ -173,13 +182,13 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<Finding> {
         let us = per_req(o.total_ns as f64 / 1e3);
         let waits = per_req(o.waits as f64);
         let mean = if o.waits > 0 { o.total_ns as f64 / 1e3 / o.waits as f64 } else { 0.0 };
-        figures.insert("mean_wait_us".into(), format!("{mean:.1}"));
+        figures.insert("mean_wait_us".into(), num(mean));
         if let Some(u) = us {
-            figures.insert("blocked_us".into(), format!("{u:.1}"));
+            figures.insert("blocked_us".into(), num(u));
             f.counts_per_request.insert("blocked_us".into(), u);
         }
         if let Some(w) = waits {
-            figures.insert("waits".into(), format!("{w:.2}"));
+            figures.insert("waits".into(), num(w));
             f.counts_per_request.insert("waits".into(), w);
         }
         if o.worker_ns > 0 {
@@ -205,7 +214,7 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<Finding> {
     }
     if let Some((_, per, _)) = &sys {
         for (n, v) in per {
-            figures.insert(format!("syscalls.{n}"), format!("{v:.2}"));
+            figures.insert(format!("syscalls.{n}"), num(*v));
             f.counts_per_request.insert(format!("syscalls.{n}"), *v);
         }
         if !per.is_empty() {
@@ -226,7 +235,22 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<Finding> {
     f.title = super::catalog::fill(&rule.title, &fig);
     f.advice = super::catalog::fill(&rule.advice, &fig);
     f.evidence.push(format!("fingerprint `{}` from {}", rule.id, rule.origin));
-    Some(f)
+    Some((f, on.map(|o| o.stacks).unwrap_or_default()))
+}
+
+/// A figure for a title: 3 significant digits up to 1,000, whole numbers above
+/// (`0.724`, `12.5`, `2145`, `11299`).
+fn num(v: f64) -> String {
+    let a = v.abs();
+    if a >= 100.0 || a == 0.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
 }
 
 fn roles_text(roles: &[String]) -> String {

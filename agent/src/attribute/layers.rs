@@ -37,7 +37,7 @@ pub const CRATE_ORIGIN: &str = "(crate of the frame)";
 
 /// Crates whose frames are helpers of their callers: their time goes to the nearest owner
 /// towards the root (unless a rule claims them, as `std sync` and `alloc` do).
-pub const TRANSPARENT_CRATES: &[&str] = &["std", "core", "alloc", "compiler_builtins", "panic_unwind", "panic_abort", "rustc_demangle", "std_detect"];
+pub const TRANSPARENT_CRATES: &[&str] = &["std", "core", "alloc", "core_arch", "parking_lot", "parking_lot_core", "lock_api", "compiler_builtins", "panic_unwind", "panic_abort", "rustc_demangle", "std_detect"];
 
 /// Libraries (file names, prefix up to `.so`) whose C frames are helpers of their callers.
 pub const TRANSPARENT_LIBRARIES: &[&str] = &["libc", "libpthread", "libm", "libdl", "librt", "ld-linux-x86-64", "ld-linux", "libgcc_s", "[vdso]"];
@@ -48,7 +48,8 @@ pub const TRANSPARENT_LIBRARIES: &[&str] = &["libc", "libpthread", "libm", "libd
 /// -> `core`), else `None`.
 pub fn crate_of(path: &str, file: Option<&str>) -> Option<String> {
     let head = path.split("::").next().unwrap_or("");
-    if path.contains("::") && !head.is_empty() && head.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+    // A crate name starts with a lower-case letter or `_` (`T::clone` is a type parameter).
+    if path.contains("::") && head.starts_with(|c: char| c.is_ascii_lowercase() || c == '_') && head.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return Some(head.to_string());
     }
     let file = file?;
@@ -196,6 +197,11 @@ impl Attribution {
                 }
                 if is_transparent(f, p) {
                     return None;
+                }
+                // A frame whose own path no rule claims (`F::call` of a generic impl) but whose
+                // crate a rule names (`axum::`) belongs to that rule's layer.
+                if let Some(l) = krate.as_ref().and_then(|c| rules.classify_path(f.kind, &format!("{c}::"))) {
+                    return Some(l);
                 }
                 let name = owner_name(f, p);
                 let next = layers.len();

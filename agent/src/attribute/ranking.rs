@@ -134,21 +134,7 @@ pub struct Gain {
 ///   `L/(L-d) - 1` with `L` the mean latency.
 pub fn predict(finding: &Finding, bound: &Bound, ctx: &GainInputs) -> Gain {
     if let (Some(b), Some(c)) = (finding.worker_blocked_us_per_request.filter(|&b| b > 0.0), ctx.worker_cpu_us_per_request) {
-        // Worker time: a wait on a worker holds it as CPU work does, so with the workers as the
-        // bound, removing b µs of c + b µs of worker time per request gives 1/(1-s) - 1.
-        let s = b / (b + c);
-        let g = cpu_bound_gain(s);
-        return Gain {
-            resource: "runtime_workers".into(),
-            share: Some(s),
-            removed_us: Some(b),
-            gain_pct: g * 100.0,
-            predicted_req_per_s: ctx.base_req_per_s.map(|x| x * (1.0 + g)).filter(|x| x.is_finite()),
-            formula: format!(
-                "1/(1-{s:.4})-1 = {:.2}%, s = {b:.1} µs blocked / ({b:.1} + {c:.1} µs of worker CPU) per request: an upper bound, reached when the workers bound the throughput; a wait made asynchronous still adds its time to the request's latency",
-                g * 100.0
-            ),
-        };
+        return worker_gain(b, c, ctx);
     }
     let rt_share = match (finding.round_trips_per_request, ctx.round_trips_per_request) {
         (Some(x), Some(all)) if all > 0.0 => Some((x / all).min(1.0)),
@@ -188,11 +174,57 @@ pub fn predict(finding: &Finding, bound: &Bound, ctx: &GainInputs) -> Gain {
     }
 }
 
+/// The gain of freeing runtime workers of `b` µs of blocking waits per request, with `c` µs of
+/// worker CPU per request. The wait is assumed to stay in the request's latency (made
+/// asynchronous, as `tokio::time::sleep` or `spawn_blocking` do), so the closed loop of
+/// `N` requests in flight then runs at `X' = min(W / c, N / (c + b))` (W worker threads: the
+/// workers' capacity; Little's law: the concurrency over the latency that remains), against
+/// the measured `X`: gain `X'/X - 1`. Without `X`, `N` or `W` it falls back to the share of
+/// worker time, `1/(1-s) - 1` with `s = b / (b + c)`, an upper bound.
+fn worker_gain(b: f64, c: f64, ctx: &GainInputs) -> Gain {
+    if let (Some(x), Some(n), Some(w)) = (ctx.req_per_s.filter(|&x| x > 0.0), ctx.concurrency.filter(|&n| n > 0.0), ctx.workers.filter(|&w| w > 0.0)) {
+        let cap = if c > 0.0 { w * 1e6 / c } else { f64::INFINITY };
+        let conc = n * 1e6 / (c + b);
+        let after = cap.min(conc);
+        let g = (after / x - 1.0).max(0.0);
+        return Gain {
+            resource: "runtime_workers".into(),
+            share: None,
+            removed_us: Some(b),
+            gain_pct: g * 100.0,
+            predicted_req_per_s: Some(after).filter(|v| v.is_finite()),
+            formula: format!(
+                "min(W/c, N/(c+b)) = min({w:.0}/{c:.1} µs, {n:.1}/({c:.1}+{b:.1}) µs) = {after:.0} req/s against {x:.0} measured: {:.2}% (the workers freed of the wait, which stays in each request's latency)",
+                g * 100.0
+            ),
+        };
+    }
+    let s = b / (b + c);
+    let g = cpu_bound_gain(s);
+    Gain {
+        resource: "runtime_workers".into(),
+        share: Some(s),
+        removed_us: Some(b),
+        gain_pct: g * 100.0,
+        predicted_req_per_s: ctx.base_req_per_s.map(|x| x * (1.0 + g)).filter(|x| x.is_finite()),
+        formula: format!(
+            "1/(1-{s:.4})-1 = {:.2}%, s = {b:.1} µs blocked / ({b:.1} + {c:.1} µs of worker CPU) per request: an upper bound (the concurrency or the worker count is unknown)",
+            g * 100.0
+        ),
+    }
+}
+
 /// Profile-wide figures [`predict`] needs.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct GainInputs {
     /// Sampled CPU per request on runtime-worker threads, µs, when there are such threads.
     pub worker_cpu_us_per_request: Option<f64>,
+    /// Runtime-worker threads seen.
+    pub workers: Option<f64>,
+    /// Measured throughput over the profile, req/s (requests / duration).
+    pub req_per_s: Option<f64>,
+    /// Requests in flight in the closed loop: the load generator's connections, when known.
+    pub concurrency: Option<f64>,
     /// All database round trips per request (wire).
     pub round_trips_per_request: Option<f64>,
     /// Share of on-CPU samples with a driver (sqlx) frame on the stack, 0..1.
@@ -266,10 +298,66 @@ pub struct Ranking {
     /// capture, so divided by [`Ranking::requests`]. Empty without counters.
     #[serde(default)]
     pub calls_per_request: Vec<(String, f64)>,
+    /// Threads by role ([`super::catalog::ThreadRole`]): how many, their on-CPU samples and
+    /// their off-CPU waits. Absent in rankings written before roles existed.
+    #[serde(default)]
+    pub thread_roles: Vec<RoleRow>,
     /// Database round trips per HTTP request (wire), over the window the fingerprints used.
     /// Absent without a PostgreSQL capture (and in rankings written before it existed).
     #[serde(default)]
     pub db_per_request: Option<DbPerRequest>,
+}
+
+/// One row of the thread-role table of a ranking.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoleRow {
+    /// Role name (`runtime worker`, `blocking pool`, ..., `other`).
+    pub role: String,
+    /// Threads with this role.
+    pub threads: usize,
+    /// Their on-CPU samples (the agent's own included).
+    pub samples: u64,
+    /// `samples` / all on-CPU samples, 0..1.
+    pub share: f64,
+    /// Sampled CPU per request on these threads, µs.
+    pub cpu_us_per_request: Option<f64>,
+    /// Their off-CPU waits.
+    pub off_cpu_waits: u64,
+    /// Time they spent switched out, ns.
+    pub off_cpu_ns: u64,
+}
+
+fn role_rows(profile: &Profile, attr: &Attribution) -> Vec<RoleRow> {
+    let n = attr.role_names.len();
+    let mut threads = vec![0usize; n];
+    for r in attr.thread_roles.values() {
+        threads[*r] += 1;
+    }
+    let mut samples = vec![0u64; n];
+    for per in &attr.stack_role_samples {
+        for (i, k) in per.iter().enumerate() {
+            samples[i] += k;
+        }
+    }
+    let (mut waits, mut ns) = (vec![0u64; n], vec![0u64; n]);
+    for c in &profile.off_cpu {
+        if let Some(&r) = attr.thread_roles.get(&(c.pid, c.tid)) {
+            waits[r] += c.count;
+            ns[r] += c.total_ns;
+        }
+    }
+    (0..n)
+        .filter(|&i| threads[i] > 0)
+        .map(|i| RoleRow {
+            role: attr.role_names[i].clone(),
+            threads: threads[i],
+            samples: samples[i],
+            share: attr.share(samples[i]),
+            cpu_us_per_request: attr.us_per_request(samples[i] as f64),
+            off_cpu_waits: waits[i],
+            off_cpu_ns: ns[i],
+        })
+        .collect()
 }
 
 /// Inputs of [`rank`] besides the profile.
@@ -323,12 +411,24 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         .position(|n| n == super::fingerprint::WORKER_ROLE)
         .map(|w| attr.stack_role_samples.iter().zip(&attr.stack_profiler).filter(|(_, &p)| !p).map(|(r, _)| r[w]).sum())
         .filter(|&n: &u64| n > 0);
+    let worker_threads = attr.role_names.iter().position(|n| n == super::fingerprint::WORKER_ROLE).map(|w| attr.thread_roles.values().filter(|&&r| r == w).count() as f64).filter(|&n| n > 0.0);
+    let secs = profile.meta.duration_ns as f64 / 1e9;
+    // Without a load generator's figure, the requests the wire decoded over the run's duration.
+    let base_req_per_s = opts.base_req_per_s.or_else(|| requests.filter(|_| secs > 0.0 && source.as_deref() == Some("wire")).map(|r| r as f64 / secs));
     let inputs = GainInputs {
         worker_cpu_us_per_request: worker_samples.and_then(|n| attr.us_per_request(n as f64)),
+        workers: worker_threads,
+        req_per_s: base_req_per_s,
+        // The wire's server-side latencies leave out requests queued before they are read (all
+        // of them, when the workers are blocked), so only the load generator knows N.
+        concurrency: match bound {
+            Bound::Latency { connections, .. } => Some(f64::from(connections)),
+            _ => None,
+        },
         round_trips_per_request: db_per_request.as_ref().map(|d| d.per_request.round_trips),
         driver_cpu_share: attr.app_share(driver_samples),
         cpu_us_per_request: attr.us_per_request(attr.samples as f64),
-        base_req_per_s: opts.base_req_per_s,
+        base_req_per_s,
     };
     let (found, generic_found): (Vec<Finding>, Vec<Finding>) = found.into_iter().partition(|f| f.kind == FindingKind::NamedCost);
     let mut ranked: Vec<RankedFinding> =
@@ -350,7 +450,7 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         label: opts.label.to_string(),
         requests,
         requests_source: source,
-        base_req_per_s: opts.base_req_per_s,
+        base_req_per_s,
         samples: attr.samples,
         frequency_hz: profile.meta.frequency_hz,
         sampled_cpu_us: attr.period_us.map(|p| p * attr.samples as f64),
@@ -365,6 +465,7 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         syscalls_per_request: syscalls,
         syscalls_traced_share: (profile.meta.syscall_scale() > 1.0).then(|| 1.0 / profile.meta.syscall_scale()),
         calls_per_request: Vec::new(),
+        thread_roles: role_rows(profile, &attr),
         db_per_request,
     }
 }
@@ -703,6 +804,16 @@ pub fn render_markdown(r: &Ranking) -> String {
                 let counts: Vec<String> = f.counts_per_request.iter().map(|(k, v)| format!("{k} {v:.2}")).collect();
                 let _ = writeln!(s, "- counts per request: {}", counts.join(", "));
             }
+            if let Some(o) = &f.owner {
+                let _ = writeln!(s, "- where: `{o}`");
+            }
+            if !f.samples_by_role.is_empty() {
+                let roles: Vec<String> = f.samples_by_role.iter().map(|(r, n)| format!("{n} on {r}")).collect();
+                let _ = writeln!(s, "- samples by thread role: {}", roles.join(", "));
+            }
+            if !f.advice.is_empty() {
+                let _ = writeln!(s, "- what to do: {}", f.advice);
+            }
             let _ = writeln!(s, "- predicted gain ({}): {}{}", c.gain.resource, c.gain.formula, c.gain.predicted_req_per_s.map_or(String::new(), |x| format!(" → {x:.0} req/s")));
             if !f.frames.is_empty() {
                 let _ = writeln!(s, "\n  frames (samples):");
@@ -754,7 +865,28 @@ pub fn render_markdown(r: &Ranking) -> String {
         let _ = writeln!(s);
     }
     let _ = writeln!(s, "## Model\n\n{MODEL_TEXT}\n");
+    if !r.thread_roles.is_empty() {
+        let _ = writeln!(s, "## Threads by role\n");
+        let _ = writeln!(s, "Roles come from the stacks (the runtime's worker loop, its blocking pool), not from thread names.\n");
+        let _ = writeln!(s, "| role | threads | on-CPU samples | share | CPU µs/req | off-CPU waits | off-CPU ms |");
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|");
+        for t in &r.thread_roles {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {:.2}% | {} | {} | {:.1} |",
+                t.role,
+                t.threads,
+                t.samples,
+                100.0 * t.share,
+                opt(t.cpu_us_per_request, 2),
+                t.off_cpu_waits,
+                t.off_cpu_ns as f64 / 1e6
+            );
+        }
+        let _ = writeln!(s);
+    }
     let _ = writeln!(s, "## Layers\n");
+    let _ = writeln!(s, "Self time belongs to the innermost frame's owner: the layer of the rule that claims it, else its crate (category `crate`, or `app` for the app's own), so code no rule knows is never booked to the runtime below it.\n");
     let _ = writeln!(s, "| layer | category | self samples | self share | self µs/req | total samples | total share | total µs/req |");
     let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|");
     for l in &r.layers {
