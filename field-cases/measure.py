@@ -45,6 +45,7 @@ ROUTES = [
     "/case/log-stdout", "/control/log-buffered",
     "/case/brotli-11", "/control/brotli-5",
     "/case/json-from-reader", "/control/json-from-slice",
+    "/case/lock-across-sleep", "/control/sleep-without-lock",
 ]
 # strace -e traces per route (per-call sizes or times).
 DETAIL = {

@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 /// Every route with a request counter, in the order `/stats` lists them.
-pub const ROUTES: [&str; 14] = [
+pub const ROUTES: [&str; 16] = [
     "/case/regex-per-request",
     "/control/regex-static",
     "/case/blocking-sleep",
@@ -52,6 +52,8 @@ pub const ROUTES: [&str; 14] = [
     "/control/brotli-5",
     "/case/json-from-reader",
     "/control/json-from-slice",
+    "/case/lock-across-sleep",
+    "/control/sleep-without-lock",
 ];
 
 /// The log-line pattern that `/case/regex-per-request` compiles on every request and
@@ -64,6 +66,10 @@ pub const LOG_LINE_SAMPLE: &str = r#"127.0.0.1 - alice [10/Oct/2026:13:55:36 +00
 
 /// Duration of the sleep of `/case/blocking-sleep` and `/control/async-sleep`.
 pub const SLEEP: Duration = Duration::from_millis(2);
+
+/// How long `/case/lock-across-sleep` holds its lock (sleeping), and `/control/sleep-without-lock`
+/// sleeps without one.
+pub const LOCKED_SLEEP: Duration = Duration::from_micros(300);
 
 /// Rounds of hashing and map updates of the mutex routes: about 30 µs of CPU here.
 pub const TALLY_ROUNDS: u64 = 600;
@@ -150,6 +156,8 @@ pub fn try_app() -> anyhow::Result<Router> {
         .route("/control/brotli-5", get(brotli_5))
         .route("/case/json-from-reader", get(json_from_reader))
         .route("/control/json-from-slice", get(json_from_slice))
+        .route("/case/lock-across-sleep", get(lock_across_sleep))
+        .route("/control/sleep-without-lock", get(sleep_without_lock))
         .route("/stats", get(stats))
         .with_state(state))
 }
@@ -239,6 +247,29 @@ async fn global_mutex(State(st): State<Shared>) -> Json<serde_json::Value> {
         (d, t.counts.len())
     };
     Json(json!({ "digest": digest, "keys": keys }))
+}
+
+/// The lock `/case/lock-across-sleep` holds while it sleeps.
+static SLOW_LOCK: Mutex<u64> = Mutex::new(0);
+
+/// A process-wide `std::sync::Mutex` held across a blocking call (a 300 µs sleep standing for
+/// slow I/O under the lock): the other worker, taking the next request, waits on the lock's
+/// futex. Both routes of the pair block their worker in the sleep alike.
+async fn lock_across_sleep(State(st): State<Shared>) -> Json<serde_json::Value> {
+    st.stats.hit(14);
+    let n = {
+        let mut g = SLOW_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        *g += 1;
+        std::thread::sleep(LOCKED_SLEEP);
+        *g
+    };
+    Json(json!({ "n": n }))
+}
+
+async fn sleep_without_lock(State(st): State<Shared>) -> Json<serde_json::Value> {
+    let n = st.stats.hit(15);
+    std::thread::sleep(LOCKED_SLEEP);
+    Json(json!({ "n": n }))
 }
 
 thread_local! {

@@ -36,6 +36,7 @@
 //! caller_not = ['^(tokio|mio)::']    # ... and its caller (see below) does not match one of these
 //! roles = ["runtime worker"]         # ... on a thread of one of these roles (default any)
 //! min_us_per_request = 20.0          # fires at this many µs switched out per request
+//! min_ratio_to_cpu = 0.1             # ... and at this many times the sampled CPU µs per request
 //!
 //! [cost.syscalls]                    # syscall counts (optional)
 //! names = ["write"]                  # quoted per request in the evidence
@@ -109,6 +110,9 @@ pub struct OffCpuPredicate {
     pub roles: Vec<String>,
     /// Fires at this many µs switched out per request.
     pub min_us_per_request: f64,
+    /// ... and at this many times the sampled CPU µs per request (0: no condition), so that a
+    /// few µs of waits beside milliseconds of CPU stay silent.
+    pub min_ratio_to_cpu: f64,
 }
 
 /// The syscall section of a [`CostRule`].
@@ -213,6 +217,8 @@ struct OffCpuToml {
     roles: Vec<String>,
     #[serde(default)]
     min_us_per_request: Option<f64>,
+    #[serde(default)]
+    min_ratio_to_cpu: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -339,6 +345,7 @@ pub(super) fn parse_cost(
                 caller_not: regexes(&o.caller_not, &format!("cost `{id}` off_cpu.caller_not"), err)?,
                 roles: o.roles.clone(),
                 min_us_per_request: min,
+                min_ratio_to_cpu: o.min_ratio_to_cpu.unwrap_or(0.0),
             })
         }
     };

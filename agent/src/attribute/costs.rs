@@ -1,13 +1,21 @@
-//! Named costs: generic fingerprints over frames, syscalls and wire figures.
+//! Named costs: fingerprints over frames, off-CPU waits, syscalls and wire figures.
 //!
-//! Every fingerprint looks only at library frames (tokio, sqlx, serde_json, metrics, uuid,
-//! std sync, axum), kernel syscall counts and PostgreSQL statement shapes, never at an app's
-//! own symbol names, so it fires on any app with the same problem. Where the app's own code
-//! matters (a lock taken by the app, not by a library), "app code" means a frame that no rule
-//! of the built-in catalog claims.
+//! The fingerprints are data: the `[[cost]]` tables of the rules catalog
+//! (`agent/rules/rust-web.toml`, format in [`super::catalog`]), evaluated by
+//! [`super::fingerprint`], and a user's `--rules FILE` adds or replaces them. This module holds
+//! the Rust detectors a predicate cannot say ([`DETECTORS`]; each catalog entry that names one
+//! says why in its `why_code`), the shared evaluation context [`Ctx`] and [`detect`], which
+//! runs every cost of the catalog.
 //!
-//! The ids of the eight seeded costs are the switch names of bench/SPEC.md (`pool-ping`, ...),
-//! so that a finding can be checked against the switch; the titles say what was seen.
+//! Every fingerprint looks only at library, runtime and kernel frames (tokio, sqlx,
+//! serde_json, metrics, uuid, std sync, axum, regex, brotli, ...), syscall counts and
+//! PostgreSQL statement shapes, never at an app's own symbol names, so it fires on any app
+//! with the same problem. Where the app's own code matters (a lock taken by the app, not by a
+//! library), "app code" means a frame of the app's own crates ([`app_crates`]) or, when they
+//! are unknown, a frame no rule of the built-in catalog claims.
+//!
+//! The ids of target-app's eight seeded costs are the ones `target-app/switches.toml` maps
+//! its switches to (`pool-ping`, ...), so that a finding can be checked against the switch.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -237,6 +245,25 @@ impl Ctx<'_> {
         v.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.frame.cmp(&b.frame)));
         v.truncate(8);
         (samples, v, by_role)
+    }
+
+    /// A frame's path for a person: anonymous bodies (`{async_fn#0}`, `{closure#0}`: an async
+    /// handler inlined into the framework's call) get their source file and line, which name
+    /// the handler where the path cannot (`field_cases::{async_fn#0} (src/lib.rs:196)`).
+    pub(super) fn describe(&self, frame: u32) -> String {
+        let p = self.path(frame);
+        let f = &self.profile.frames[frame as usize];
+        let last = p.rsplit("::").next().unwrap_or(p);
+        if last.starts_with('{') {
+            if let (Some(file), Some(line)) = (f.file.as_deref(), f.line) {
+                let short = match file.rfind("/src/") {
+                    Some(i) => &file[file[..i].rfind('/').map_or(0, |j| j + 1)..],
+                    None => file.rsplit('/').next().unwrap_or(file),
+                };
+                return format!("{p} ({short}:{line})");
+            }
+        }
+        p.to_string()
     }
 
     /// Index (into the stack) of the caller of the frame at `i`: the nearest frame towards the
@@ -470,6 +497,9 @@ pub fn long_cpu_on_worker(ctx: &Ctx<'_>, claimed: &std::collections::HashSet<usi
         v
     };
     let mut by_owner: HashMap<usize, u64> = HashMap::new();
+    // Per owner, samples × the position of its first frame on the stack: among owners with as
+    // many samples, the outermost (pbkdf2, not the sha2 it calls) names the work.
+    let mut depth: HashMap<usize, u64> = HashMap::new();
     let mut worker_samples = 0u64;
     for si in 0..ctx.profile.stacks.len() {
         let n = ctx.attr.stack_role_samples[si][worker];
@@ -480,11 +510,16 @@ pub fn long_cpu_on_worker(ctx: &Ctx<'_>, claimed: &std::collections::HashSet<usi
         if claimed.contains(&si) {
             continue;
         }
+        let fr = &ctx.profile.stacks[si].frames;
         for o in owners_of(si) {
             *by_owner.entry(o).or_default() += n;
+            let pos = fr.iter().position(|&f| ctx.attr.frame_owner[f as usize] == Some(o)).unwrap_or(fr.len());
+            *depth.entry(o).or_default() += n * pos as u64;
         }
     }
-    let (&owner, &n) = by_owner.iter().max_by(|a, b| a.1.cmp(b.1).then_with(|| ctx.attr.layers[*b.0].name.cmp(&ctx.attr.layers[*a.0].name)))?;
+    let (&owner, &n) = by_owner.iter().max_by(|a, b| {
+        a.1.cmp(b.1).then_with(|| depth[b.0].cmp(&depth[a.0])).then_with(|| ctx.attr.layers[*b.0].name.cmp(&ctx.attr.layers[*a.0].name))
+    })?;
     let lower = (n as f64 - 2.0 * (n as f64).sqrt()).max(0.0);
     let fires = match ctx.attr.us_per_request(lower) {
         Some(us) => us >= LONG_CPU_US_PER_REQUEST,
@@ -502,7 +537,7 @@ pub fn long_cpu_on_worker(ctx: &Ctx<'_>, claimed: &std::collections::HashSet<usi
         let first = fr.iter().position(|&f| ctx.attr.frame_owner[f as usize] == Some(owner)).unwrap_or(fr.len() - 1);
         let mut v = vec![first];
         if let Some(ci) = ctx.caller_of(fr, first, &|p| ctx.attr.frame_owner.iter().zip(&ctx.attr.frame_paths).any(|(o, q)| *o == Some(owner) && q == p)) {
-            *callers.entry(ctx.path(fr[ci]).to_string()).or_default() += ctx.attr.stack_role_samples[si][worker];
+            *callers.entry(ctx.describe(fr[ci])).or_default() += ctx.attr.stack_role_samples[si][worker];
             v.push(ci);
         }
         v

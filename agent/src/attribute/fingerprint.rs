@@ -48,7 +48,7 @@ fn on_cpu(ctx: &Ctx<'_>, p: &OnCpuPredicate) -> OnCpu {
                 None => ctx.attr.stack_samples[si],
                 Some(r) => r.iter().map(|&i| ctx.attr.stack_role_samples[si][i]).sum(),
             };
-            *callers.entry(ctx.path(fr[ci]).to_string()).or_default() += n;
+            *callers.entry(ctx.describe(fr[ci])).or_default() += n;
             v.push(ci);
         }
         v
@@ -98,10 +98,11 @@ fn off_cpu(ctx: &Ctx<'_>, p: &OffCpuPredicate) -> OffCpu {
         if any(&p.not_frames) {
             continue;
         }
-        let caller = ctx.caller_of(fr, fr.len(), &|_| false).map(|i| ctx.path(fr[i]).to_string());
-        if caller.as_deref().is_some_and(|c| p.caller_not.iter().any(|r| r.is_match(c))) {
+        let caller = ctx.caller_of(fr, fr.len(), &|_| false);
+        if caller.is_some_and(|i| p.caller_not.iter().any(|r| r.is_match(ctx.path(fr[i])))) {
             continue;
         }
+        let caller = caller.map(|i| ctx.describe(fr[i]));
         waits += c.count;
         total_ns += c.total_ns;
         if role.is_some() && role == worker {
@@ -111,7 +112,11 @@ fn off_cpu(ctx: &Ctx<'_>, p: &OffCpuPredicate) -> OffCpu {
     }
     let fires = waits > 0
         && match ctx.attr.requests {
-            Some(n) => total_ns as f64 / 1e3 / n as f64 >= p.min_us_per_request,
+            Some(n) => {
+                let us = total_ns as f64 / 1e3 / n as f64;
+                let cpu = ctx.attr.us_per_request(ctx.attr.app_samples() as f64).unwrap_or(0.0);
+                us >= p.min_us_per_request && us >= p.min_ratio_to_cpu * cpu
+            }
             // Without a request count: at least 1% of the run's wall time.
             None => total_ns as f64 >= 0.01 * ctx.profile.meta.duration_ns as f64,
         };

@@ -9,9 +9,18 @@
 //! 99 Hz). Each share carries a binomial standard error `sqrt(p (1 - p) / n)` (n = all
 //! samples), so a reader can judge noise: 10 samples of 1,000 is 1.0% ± 0.31.
 //!
-//! # Named costs ([`costs`])
-//! Generic fingerprints on library frames, syscalls and wire figures (never on the app's own
-//! symbol names); see [`costs::detect`] for the list and the evidence each one uses.
+//! Self time belongs to the owner of a sample's innermost frame: the layer of the rule that
+//! claims it, else the frame's own crate ([`layers`]), never the runtime further down the
+//! stack. Every thread has a role from its stacks (runtime worker, blocking pool, ...,
+//! [`catalog`]).
+//!
+//! # Named costs ([`catalog`], [`fingerprint`], [`costs`])
+//! Fingerprints are data too: `[[cost]]` tables of predicates over on-CPU samples (frames,
+//! callers, thread roles), off-CPU waits (the wait's frames and caller, thread roles) and
+//! syscall counts per request, with thresholds relative to the profile and the request, a title
+//! and an advice line that quote the per-request figures. A Rust detector ([`costs::DETECTORS`])
+//! stands in only where a predicate cannot say it. Never on the app's own symbol names.
+//! `hottest-code` always names the owners with the most self time and their thread roles.
 //!
 //! # Predicted gain ([`ranking`])
 //! For each cost the ranking predicts the throughput gained if it were removed. First, the
