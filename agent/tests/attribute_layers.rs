@@ -112,7 +112,7 @@ fn generic_findings_by_hand() {
     let (p, rules) = fixture();
     let opts = RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: "fixture" };
     let r = rank(&p, Some(500), Bound::Unknown, &opts);
-    // The one named cost: sha2 (the crypto layer) runs 40 samples × 10,000 µs / 500
+    // The one named cost: the JWT decode (sha2 in the crypto layer below it) runs 40 samples × 10,000 µs / 500
     // requests = 800 µs per request on the runtime's workers, above the 500 µs of
     // long-cpu-on-worker even at its lower bound (40 - 2·√40 = 27.4 samples = 548 µs).
     let ids: Vec<&str> = r.costs.iter().map(|c| c.finding.id.as_str()).collect();
@@ -121,7 +121,9 @@ fn generic_findings_by_hand() {
     assert_eq!(long.samples, 40);
     assert!(close(long.cpu_us_per_request.unwrap(), 800.0));
     assert_eq!(long.samples_by_role.get("runtime worker"), Some(&40));
-    assert!(long.title.starts_with("`crypto` runs 800 µs"), "{}", long.title);
+    // Both jsonwebtoken (the decode the app called) and crypto (the sha2 it ran) hold all 40
+    // samples: the outermost, jsonwebtoken, names the work.
+    assert!(long.title.starts_with("`jsonwebtoken` runs 800 µs"), "{}", long.title);
     let hottest = r.generic.iter().find(|g| g.id == "hottest-code").unwrap();
     assert_eq!(hottest.owner.as_deref(), Some("crypto"));
     let owners: Vec<(&str, u64)> = hottest.frames.iter().map(|f| (f.frame.as_str(), f.samples)).collect();

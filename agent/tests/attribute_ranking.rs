@@ -115,7 +115,7 @@ fn writes_ranking_md_and_json() {
     assert!(md.contains("| crypto | auth | 40 | 40.00% ± 4.90 | 800.00 |"), "{md}");
     // The fixture's one named cost (see attribute_layers.rs): 800 µs of sha2 per request on the
     // workers; latency-bound, 5000 / (5000 - 800) - 1 = +19.0%.
-    assert!(md.contains("| 1 | `long-cpu-on-worker`: `crypto` runs 800 µs of synchronous CPU per request on the runtime's worker threads | Medium | 40 |"), "{md}");
+    assert!(md.contains("| 1 | `long-cpu-on-worker`: `jsonwebtoken` runs 800 µs of synchronous CPU per request on the runtime's worker threads | Medium | 40 |"), "{md}");
     assert!(md.contains("| +19.0% |"), "{md}");
     assert!(md.contains("## Threads by role"), "{md}");
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("ranking.json")).unwrap()).unwrap();
