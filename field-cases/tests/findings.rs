@@ -155,3 +155,30 @@ fn brotli_at_quality_11() {
 fn json_from_an_unbuffered_reader() {
     check("/case/json-from-reader");
 }
+
+/// The README's worked example: a user's own `[[cost]]` in a `--rules` file
+/// (`rules/password-hashing.toml`) fires on the route that hashes in `spawn_blocking`, where no
+/// built-in cost does, with its share within 25% of perf's and its samples on the blocking pool.
+#[test]
+fn a_users_fingerprint_from_a_rules_file() {
+    if skip_unless_root() {
+        return;
+    }
+    let exp = expected();
+    let route = "/control/hash-blocking";
+    let truth = exp.case.iter().flat_map(|c| &c.truth).find(|t| t.route == route && t.figure == "cpu_share.sha2_pbkdf2").expect("truth").value;
+    let rules = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("rules/password-hashing.toml");
+    let app = App::start();
+    assert_eq!(app.get(route).0, 200);
+    let p = profile(&app, route, PROFILE_SECS, &["--rules", rules.to_str().unwrap()]);
+    let got = ids(&p.ranking);
+    assert!(got.contains(&"password-hashing".to_string()), "{got:?}");
+    assert!(!got.contains(&"long-cpu-on-worker".to_string()), "the hash runs on the blocking pool: {got:?}");
+    let f = p.ranking["costs"].as_array().unwrap().iter().find(|c| c["id"] == "password-hashing").unwrap();
+    let share = f["cpu_share"].as_f64().unwrap();
+    println!("{}: share {share:.4} against perf's {truth}", f["title"]);
+    assert!((share - truth).abs() / truth <= TOLERANCE, "share {share} against perf's {truth}");
+    assert!(f["title"].as_str().unwrap().contains("µs of CPU per request"), "{}", f["title"]);
+    let on_pool = f["samples_by_role"]["blocking pool"].as_u64().unwrap_or(0);
+    assert!(on_pool * 10 >= f["samples"].as_u64().unwrap() * 9, "{}", f["samples_by_role"]);
+}
