@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 /// Every route with a request counter, in the order `/stats` lists them.
-pub const ROUTES: [&str; 16] = [
+pub const ROUTES: [&str; 20] = [
     "/case/regex-per-request",
     "/control/regex-static",
     "/case/blocking-sleep",
@@ -54,6 +54,10 @@ pub const ROUTES: [&str; 16] = [
     "/control/json-from-slice",
     "/case/lock-across-sleep",
     "/control/sleep-without-lock",
+    "/case/file-read-per-request",
+    "/control/file-read-once",
+    "/case/dns-per-request",
+    "/control/dns-once",
 ];
 
 /// The log-line pattern that `/case/regex-per-request` compiles on every request and
@@ -111,6 +115,13 @@ struct AppState {
     brotli_body: Vec<u8>,
     /// The JSON file the JSON routes parse; removed when the state is dropped.
     catalog: tempfile::NamedTempFile,
+    /// The text file `/case/file-read-per-request` reads on every request ([`TEXT_FILE_BYTES`]);
+    /// removed when the state is dropped.
+    text_file: tempfile::NamedTempFile,
+    /// Its content, read once at start-up for `/control/file-read-once`.
+    text: String,
+    /// `localhost:80` resolved once at start-up, for `/control/dns-once`.
+    resolved: Vec<std::net::SocketAddr>,
     /// Lines for the background logger thread of `/control/log-buffered`, started by its
     /// first request (so that no other route's figures include the thread's wake-ups).
     log_tx: OnceLock<Option<mpsc::Sender<String>>>,
@@ -135,7 +146,15 @@ pub fn try_app() -> anyhow::Result<Router> {
     let mut catalog = tempfile::Builder::new().prefix("field-cases-catalog-").suffix(".json").tempfile()?;
     catalog.write_all(&catalog_json())?;
     catalog.flush()?;
+    let text = text_content();
+    let mut text_file = tempfile::Builder::new().prefix("field-cases-text-").suffix(".txt").tempfile()?;
+    text_file.write_all(text.as_bytes())?;
+    text_file.flush()?;
+    let resolved = std::net::ToSocketAddrs::to_socket_addrs(DNS_NAME)?.collect();
     let state = Arc::new(AppState {
+        text_file,
+        text,
+        resolved,
         stats: Stats::default(),
         brotli_body: brotli_body(),
         catalog,
@@ -158,6 +177,10 @@ pub fn try_app() -> anyhow::Result<Router> {
         .route("/control/json-from-slice", get(json_from_slice))
         .route("/case/lock-across-sleep", get(lock_across_sleep))
         .route("/control/sleep-without-lock", get(sleep_without_lock))
+        .route("/case/file-read-per-request", get(file_read_per_request))
+        .route("/control/file-read-once", get(file_read_once))
+        .route("/case/dns-per-request", get(dns_per_request))
+        .route("/control/dns-once", get(dns_once))
         .route("/stats", get(stats))
         .with_state(state))
 }
@@ -247,6 +270,55 @@ async fn global_mutex(State(st): State<Shared>) -> Json<serde_json::Value> {
         (d, t.counts.len())
     };
     Json(json!({ "digest": digest, "keys": keys }))
+}
+
+/// Size of the text file of the file routes, bytes (1 MiB).
+pub const TEXT_FILE_BYTES: usize = 1 << 20;
+
+/// The name the DNS routes resolve (from /etc/hosts: no network).
+pub const DNS_NAME: &str = "localhost:80";
+
+/// A deterministic text of [`TEXT_FILE_BYTES`] bytes: lines of a log.
+pub fn text_content() -> String {
+    let mut s = String::with_capacity(TEXT_FILE_BYTES);
+    let mut i = 0u64;
+    while s.len() < TEXT_FILE_BYTES {
+        s.push_str(&format!("{i:08} level=info msg=\"request served\" route=/api/v1/deals status=200\n"));
+        i += 1;
+    }
+    s.truncate(TEXT_FILE_BYTES);
+    s
+}
+
+/// Counts the lines of a text (the work both file routes do on the content).
+pub fn count_lines(text: &str) -> usize {
+    text.bytes().filter(|&b| b == b'\n').count()
+}
+
+/// Reads a 1 MiB file with `std::fs::read_to_string` on the runtime's worker, every request
+/// (from the page cache: the worker runs the kernel's copy, no other task meanwhile).
+async fn file_read_per_request(State(st): State<Shared>) -> Json<serde_json::Value> {
+    st.stats.hit(16);
+    let text = std::fs::read_to_string(st.text_file.path()).unwrap_or_default();
+    Json(json!({ "lines": count_lines(&text) }))
+}
+
+async fn file_read_once(State(st): State<Shared>) -> Json<serde_json::Value> {
+    st.stats.hit(17);
+    Json(json!({ "lines": count_lines(&st.text) }))
+}
+
+/// Resolves `localhost:80` with `ToSocketAddrs` (glibc's getaddrinfo: nsswitch.conf,
+/// /etc/hosts) on the runtime's worker, every request.
+async fn dns_per_request(State(st): State<Shared>) -> Json<serde_json::Value> {
+    st.stats.hit(18);
+    let n = std::net::ToSocketAddrs::to_socket_addrs(DNS_NAME).map(|a| a.count()).unwrap_or(0);
+    Json(json!({ "addresses": n }))
+}
+
+async fn dns_once(State(st): State<Shared>) -> Json<serde_json::Value> {
+    st.stats.hit(19);
+    Json(json!({ "addresses": st.resolved.len() }))
 }
 
 /// The lock `/case/lock-across-sleep` holds while it sleeps.

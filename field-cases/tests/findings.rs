@@ -182,3 +182,13 @@ fn a_users_fingerprint_from_a_rules_file() {
     let on_pool = f["samples_by_role"]["blocking pool"].as_u64().unwrap_or(0);
     assert!(on_pool * 10 >= f["samples"].as_u64().unwrap() * 9, "{}", f["samples_by_role"]);
 }
+
+#[test]
+fn file_read_on_a_worker() {
+    check("/case/file-read-per-request");
+}
+
+#[test]
+fn dns_lookup_on_a_worker() {
+    check("/case/dns-per-request");
+}

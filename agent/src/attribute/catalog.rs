@@ -13,6 +13,18 @@
 //! names: tokio names its workers and its blocking threads alike (`tokio-runtime-worker`) and
 //! starts workers from its blocking pool, so the worker rule must come before the pool's.
 //!
+//! # `[[frame_set]]`
+//! ```toml
+//! [[frame_set]]
+//! name = "lock"                                             # unique
+//! frames = ['^std::sys::sync::(mutex|rwlock)::']
+//! ```
+//! A named set of frame regexes, defined once and used by name (`"@lock"`) in any list of
+//! frame regexes of a `[[cost]]` or `[[thread_role]]` (defined earlier in the file, or in an
+//! earlier file), and by the Rust code that needs the same frames (`profiler diff` leaves out
+//! [`RUNTIME_PARK`] samples and counts [`LOCK`] and [`SPAWN`] frames; [`HEAP_GROWTH`] frames
+//! take a wider noise floor there; `global-locks` finds lock calls with [`LOCK`]).
+//!
 //! # `[[cost]]`
 //! ```toml
 //! [[cost]]
@@ -26,6 +38,8 @@
 //! frames = ['^regex::regex::string::Regex::new$']   # a sample counts when a frame matches one
 //! under = []                         # ... and a frame above that one (towards the root) matches one
 //! not_under = []                     # ... and no frame above it matches one of these
+//! not_frames = []                    # ... and no frame of the stack matches one of these
+//! caller_not = []                    # ... and the caller of the first match does not match one of these
 //! roles = ["runtime worker"]         # ... on a thread of one of these roles (default any)
 //! min_share = 0.005                  # fires when the share of the app's samples, less 2 standard errors, is at least this (0: any sample)
 //! min_us_per_request = 0.0           # ... and the sampled CPU per request is at least this, µs
@@ -64,6 +78,36 @@ use toml::Spanned;
 use super::costs::Confidence;
 use super::rules::RuleError;
 
+/// The frame set of a runtime worker parking itself (its idle time).
+pub const RUNTIME_PARK: &str = "runtime-park";
+/// The frame set of std, lock_api and parking_lot lock and unlock calls.
+pub const LOCK: &str = "lock";
+/// The frame set of tokio's task spawns.
+pub const SPAWN: &str = "spawn";
+/// The frame set of the allocator growing its heap (fresh pages), whose samples come in bursts.
+pub const HEAP_GROWTH: &str = "heap-growth";
+
+/// A named set of frame regexes (`[[frame_set]]`).
+#[derive(Debug, Clone)]
+pub struct FrameSet {
+    /// Unique name, e.g. `lock`.
+    pub name: String,
+    /// The regexes.
+    pub frames: Vec<Regex>,
+    /// Where it was defined.
+    pub origin: String,
+}
+
+impl FrameSet {
+    /// True when one of the set's regexes matches `path`.
+    pub fn matches(&self, path: &str) -> bool {
+        self.frames.iter().any(|r| r.is_match(path))
+    }
+}
+
+/// Looks up a frame set by name while a file is parsed.
+pub(super) type SetLookup<'a> = &'a dyn Fn(&str) -> Option<Vec<Regex>>;
+
 /// The role of a thread no `[[thread_role]]` matches.
 pub const OTHER_ROLE: &str = "other";
 
@@ -88,6 +132,10 @@ pub struct OnCpuPredicate {
     pub under: Vec<Regex>,
     /// ... and no frame nearer the root than the first match matches one of these.
     pub not_under: Vec<Regex>,
+    /// ... and no frame of the stack matches one of these.
+    pub not_frames: Vec<Regex>,
+    /// ... and the caller of the first match does not match one of these.
+    pub caller_not: Vec<Regex>,
     /// ... on a thread of one of these roles (empty: any).
     pub roles: Vec<String>,
     /// Fires when `share - 2 × its standard error` is at least this (share of the app's
@@ -153,6 +201,13 @@ pub struct CostRule {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub(super) struct FrameSetToml {
+    name: Spanned<String>,
+    frames: Vec<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(super) struct RoleToml {
     name: Spanned<String>,
     frames: Vec<Spanned<String>>,
@@ -197,6 +252,10 @@ struct OnCpuToml {
     #[serde(default)]
     not_under: Vec<Spanned<String>>,
     #[serde(default)]
+    not_frames: Vec<Spanned<String>>,
+    #[serde(default)]
+    caller_not: Vec<Spanned<String>>,
+    #[serde(default)]
     roles: Vec<String>,
     #[serde(default)]
     min_share: Option<f64>,
@@ -237,10 +296,18 @@ pub const DEFAULT_MIN_SHARE: f64 = 0.005;
 fn regexes(
     list: &[Spanned<String>],
     what: &str,
+    sets: SetLookup<'_>,
     err: &dyn Fn(Option<Range<usize>>, String) -> RuleError,
 ) -> Result<Vec<Regex>, RuleError> {
     let mut out = Vec::with_capacity(list.len());
     for r in list {
+        if let Some(name) = r.get_ref().strip_prefix('@') {
+            match sets(name) {
+                Some(v) => out.extend(v),
+                None => return Err(err(Some(r.span()), format!("{what}: no frame_set named {name:?} (define it before its use)"))),
+            }
+            continue;
+        }
         let re = Regex::new(r.get_ref()).map_err(|e| {
             let first = e.to_string().lines().last().unwrap_or("invalid").trim().to_string();
             err(Some(r.span()), format!("{what}: bad regex {:?}: {first}", r.get_ref()))
@@ -253,9 +320,28 @@ fn regexes(
     Ok(out)
 }
 
+pub(super) fn parse_frame_set(
+    t: &Spanned<FrameSetToml>,
+    origin: &str,
+    sets: SetLookup<'_>,
+    err: &dyn Fn(Option<Range<usize>>, String) -> RuleError,
+) -> Result<FrameSet, RuleError> {
+    let r = t.get_ref();
+    let name = r.name.get_ref().trim().to_string();
+    if name.is_empty() || name.contains(char::is_whitespace) {
+        return Err(err(Some(r.name.span()), format!("frame_set name {name:?} must be one word")));
+    }
+    let frames = regexes(&r.frames, &format!("frame_set `{name}`"), sets, err)?;
+    if frames.is_empty() {
+        return Err(err(Some(t.span()), format!("frame_set `{name}` has no frames")));
+    }
+    Ok(FrameSet { name, frames, origin: origin.to_string() })
+}
+
 pub(super) fn parse_role(
     t: &Spanned<RoleToml>,
     origin: &str,
+    sets: SetLookup<'_>,
     err: &dyn Fn(Option<Range<usize>>, String) -> RuleError,
 ) -> Result<ThreadRole, RuleError> {
     let r = t.get_ref();
@@ -263,7 +349,7 @@ pub(super) fn parse_role(
     if name.is_empty() || name == OTHER_ROLE {
         return Err(err(Some(r.name.span()), format!("thread_role name must be non-empty and not {OTHER_ROLE:?}")));
     }
-    let frames = regexes(&r.frames, &format!("thread_role `{name}` frames"), err)?;
+    let frames = regexes(&r.frames, &format!("thread_role `{name}` frames"), sets, err)?;
     if frames.is_empty() {
         return Err(err(Some(t.span()), format!("thread_role `{name}` has no frames")));
     }
@@ -274,6 +360,7 @@ pub(super) fn parse_cost(
     t: &Spanned<CostToml>,
     origin: &str,
     detectors: &[&str],
+    sets: SetLookup<'_>,
     err: &dyn Fn(Option<Range<usize>>, String) -> RuleError,
 ) -> Result<CostRule, RuleError> {
     let c = t.get_ref();
@@ -308,6 +395,14 @@ pub(super) fn parse_cost(
     } else if !has_sections {
         return Err(err(Some(t.span()), format!("cost `{id}` has neither a detector nor an on_cpu, off_cpu or syscalls section")));
     }
+    if let Some(t) = &c.title {
+        if let Some(bad) = unknown_placeholder(t.get_ref()) {
+            return Err(err(Some(t.span()), format!("cost `{id}`: title has an unknown figure {{{bad}}} (known: {})", FIGURES.join(", "))));
+        }
+    }
+    if let Some(bad) = c.advice.as_deref().and_then(unknown_placeholder) {
+        return Err(err(Some(c.id.span()), format!("cost `{id}`: advice has an unknown figure {{{bad}}} (known: {})", FIGURES.join(", "))));
+    }
     let title = match &c.title {
         Some(s) if !s.get_ref().trim().is_empty() => s.get_ref().trim().to_string(),
         Some(s) => return Err(err(Some(s.span()), format!("cost `{id}`: title is empty"))),
@@ -318,14 +413,16 @@ pub(super) fn parse_cost(
         None => None,
         Some(s) => {
             let o = s.get_ref();
-            let frames = regexes(&o.frames, &format!("cost `{id}` on_cpu.frames"), err)?;
+            let frames = regexes(&o.frames, &format!("cost `{id}` on_cpu.frames"), sets, err)?;
             if frames.is_empty() {
                 return Err(err(Some(s.span()), format!("cost `{id}`: on_cpu.frames is empty")));
             }
             Some(OnCpuPredicate {
                 frames,
-                under: regexes(&o.under, &format!("cost `{id}` on_cpu.under"), err)?,
-                not_under: regexes(&o.not_under, &format!("cost `{id}` on_cpu.not_under"), err)?,
+                under: regexes(&o.under, &format!("cost `{id}` on_cpu.under"), sets, err)?,
+                not_under: regexes(&o.not_under, &format!("cost `{id}` on_cpu.not_under"), sets, err)?,
+                not_frames: regexes(&o.not_frames, &format!("cost `{id}` on_cpu.not_frames"), sets, err)?,
+                caller_not: regexes(&o.caller_not, &format!("cost `{id}` on_cpu.caller_not"), sets, err)?,
                 roles: o.roles.clone(),
                 min_share: o.min_share.unwrap_or(DEFAULT_MIN_SHARE),
                 min_us_per_request: o.min_us_per_request.unwrap_or(0.0),
@@ -340,9 +437,9 @@ pub(super) fn parse_cost(
                 return Err(err(Some(s.span()), format!("cost `{id}`: off_cpu needs min_us_per_request")));
             };
             Some(OffCpuPredicate {
-                frames: regexes(&o.frames, &format!("cost `{id}` off_cpu.frames"), err)?,
-                not_frames: regexes(&o.not_frames, &format!("cost `{id}` off_cpu.not_frames"), err)?,
-                caller_not: regexes(&o.caller_not, &format!("cost `{id}` off_cpu.caller_not"), err)?,
+                frames: regexes(&o.frames, &format!("cost `{id}` off_cpu.frames"), sets, err)?,
+                not_frames: regexes(&o.not_frames, &format!("cost `{id}` off_cpu.not_frames"), sets, err)?,
+                caller_not: regexes(&o.caller_not, &format!("cost `{id}` off_cpu.caller_not"), sets, err)?,
                 roles: o.roles.clone(),
                 min_us_per_request: min,
                 min_ratio_to_cpu: o.min_ratio_to_cpu.unwrap_or(0.0),
@@ -372,6 +469,23 @@ pub(super) fn parse_cost(
         syscalls,
         origin: origin.to_string(),
     })
+}
+
+/// The figures a title or advice may quote (`{syscalls.NAME}` besides).
+pub const FIGURES: &[&str] = &["cpu_us", "share", "blocked_us", "waits", "mean_wait_us", "caller", "syscalls.NAME"];
+
+/// The first `{name}` of a template that is not one of [`FIGURES`].
+fn unknown_placeholder(template: &str) -> Option<String> {
+    let mut rest = template;
+    while let Some(start) = rest.find('{') {
+        let end = rest[start..].find('}')? + start;
+        let name = &rest[start + 1..end];
+        if !(FIGURES.contains(&name) || name.strip_prefix("syscalls.").is_some_and(|n| !n.is_empty())) {
+            return Some(name.to_string());
+        }
+        rest = &rest[end + 1..];
+    }
+    None
 }
 
 /// Fills `{name}` placeholders of a title or advice template from `figure` (`?` for a name it

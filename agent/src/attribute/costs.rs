@@ -438,6 +438,14 @@ pub fn detect(ctx: &Ctx<'_>) -> (Vec<Finding>, Vec<NotEvaluated>) {
         };
         if let Some(mut f) = finding {
             f.id = rule.id.clone();
+            // Where: the first of the finding's frames in the app's own crates.
+            if f.owner.is_none() {
+                f.owner = f
+                    .frames
+                    .iter()
+                    .find(|fr| ctx.app_crates.iter().any(|c| fr.frame.strip_prefix(c.as_str()).is_some_and(|r| r.starts_with("::"))))
+                    .map(|fr| fr.frame.clone());
+            }
             if rule.detector.is_some() {
                 let none = |_: &str| None;
                 if !rule.title.is_empty() {
@@ -559,7 +567,23 @@ pub fn long_cpu_on_worker(ctx: &Ctx<'_>, claimed: &std::collections::HashSet<usi
         let c: Vec<String> = callers.iter().take(3).map(|(p, n)| format!("`{p}` ({n} samples)")).collect();
         f.evidence.push(format!("called from: {}", c.join(", ")));
     }
-    f.owner = callers.first().map(|c| c.0.clone()).or(Some(name));
+    // The app's own code is its own "where": its innermost frame with the most samples, not
+    // the framework's glue that called it.
+    f.owner = if ctx.attr.layers[owner].category == super::layers::APP_CATEGORY {
+        let mut own: HashMap<String, u64> = HashMap::new();
+        for (si, stack) in ctx.profile.stacks.iter().enumerate() {
+            let n = ctx.attr.stack_role_samples[si][worker];
+            if n > 0 && !claimed.contains(&si) && ctx.attr.stack_self[si] == Some(owner) {
+                if let Some(&fi) = stack.frames.iter().rev().find(|&&fi| ctx.attr.frame_owner[fi as usize] == Some(owner)) {
+                    *own.entry(ctx.describe(fi)).or_default() += n;
+                }
+            }
+        }
+        own.into_iter().max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0))).map(|(p, _)| p)
+    } else {
+        callers.first().map(|c| c.0.clone())
+    }
+    .or(Some(name));
     if let Some(u) = us {
         f.counts_per_request.insert("cpu_us".into(), u);
     }
@@ -759,27 +783,21 @@ pub fn spawn_per_request(ctx: &Ctx<'_>) -> Option<Finding> {
 /// when the run had its uprobe ([`super::ranking::add_call_counts`]).
 pub const SPAWNS_NOT_COUNTED: &str = "spawns per request are not counted (no uprobe on the spawn path by default): the frames show the pattern, not the count";
 
-/// Lock frames: std `Mutex`/`RwLock` (futex implementation and poison wrappers), `lock_api`
-/// and `parking_lot` lock/read/write.
-fn lock_regex() -> &'static Regex {
-    regex!(r"^(std::sys::sync::(mutex|rwlock)::.*\b(lock|read|write|lock_contended|read_contended|write_contended)\b|std::sync::(poison::)?(mutex|rwlock)::.*\b(lock|read|write|try_lock)\b|lock_api::(mutex|rwlock)::.*\b(lock|read|write)\b|parking_lot::raw_(mutex|rwlock)::.*\b(lock|lock_slow|lock_shared|lock_exclusive)\b)")
-}
-
-/// `global-locks`: process-wide locks taken by the app's own code on the hot path (std or
-/// parking_lot `Mutex`/`RwLock` lock frames whose nearest non-std caller is app code), and
-/// their futex waits off-CPU.
+/// `global-locks`: process-wide locks taken by the app's own code on the hot path (frames of
+/// the catalog's `lock` frame set, [`super::catalog::LOCK`], whose nearest non-std caller is
+/// app code), and their futex waits off-CPU. Silent when the catalog has no `lock` set.
 pub fn global_locks(ctx: &Ctx<'_>) -> Option<Finding> {
-    let lock = lock_regex();
+    let lock = ctx.rules.frame_set(super::catalog::LOCK)?;
     let lib = regex!(r"^(std|core|alloc|lock_api|parking_lot|parking_lot_core)::");
     let std_lock_owner = regex!(r"^std::io::stdio::");
     let app_lock = |fr: &[u32]| -> Vec<usize> {
         let mut hits = Vec::new();
         for (i, &f) in fr.iter().enumerate() {
-            if !lock.is_match(ctx.path(f)) {
+            if !lock.matches(ctx.path(f)) {
                 continue;
             }
             // Walk towards the root past std/lock frames: the first other frame is the caller.
-            let caller = fr[..i].iter().rposition(|&c| !lib.is_match(ctx.path(c)) && !lock.is_match(ctx.path(c)));
+            let caller = fr[..i].iter().rposition(|&c| !lib.is_match(ctx.path(c)) && !lock.matches(ctx.path(c)));
             // A lock std takes inside a call of the app's (stdout's, in println!) is std's:
             // `sync-logging` names the stdout one.
             let std_owned = caller.is_some_and(|ci| fr[ci + 1..i].iter().any(|&c| std_lock_owner.is_match(ctx.path(c))));

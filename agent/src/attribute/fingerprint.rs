@@ -29,19 +29,26 @@ struct OnCpu {
 fn on_cpu(ctx: &Ctx<'_>, p: &OnCpuPredicate) -> OnCpu {
     let roles = role_indices(ctx, &p.roles);
     let matches = |path: &str| p.frames.iter().any(|r| r.is_match(path));
+    let any = |fr: &[u32], res: &[regex::Regex]| fr.iter().any(|&f| res.iter().any(|r| r.is_match(ctx.path(f))));
+    // Whether a stack with a matching frame counts: the under, not_under, not_frames and
+    // caller_not conditions.
+    let counts = |fr: &[u32]| -> bool {
+        let Some(first) = fr.iter().position(|&f| matches(ctx.path(f))) else { return false };
+        let above = &fr[..first];
+        (p.under.is_empty() || any(above, &p.under))
+            && !any(above, &p.not_under)
+            && !any(fr, &p.not_frames)
+            && !ctx.caller_of(fr, first, &|path| matches(path)).is_some_and(|ci| p.caller_not.iter().any(|r| r.is_match(ctx.path(fr[ci]))))
+    };
     let mut callers: HashMap<String, u64> = HashMap::new();
     let mut stacks = Vec::new();
     let (samples, frames, by_role) = ctx.collect_roles(roles.as_deref(), |si, fr| {
         let hits: Vec<usize> = fr.iter().enumerate().filter(|(_, &f)| matches(ctx.path(f))).map(|(i, _)| i).collect();
         let Some(&first) = hits.first() else { return hits };
+        if !counts(fr) {
+            return Vec::new();
+        }
         stacks.push(si);
-        let above = &fr[..first];
-        if !p.under.is_empty() && !above.iter().any(|&f| p.under.iter().any(|r| r.is_match(ctx.path(f)))) {
-            return Vec::new();
-        }
-        if above.iter().any(|&f| p.not_under.iter().any(|r| r.is_match(ctx.path(f)))) {
-            return Vec::new();
-        }
         let mut v = hits;
         if let Some(ci) = ctx.caller_of(fr, first, &|path| matches(path)) {
             let n = match &roles {
@@ -57,14 +64,6 @@ fn on_cpu(ctx: &Ctx<'_>, p: &OnCpuPredicate) -> OnCpu {
     let lower = share - 2.0 * ctx.attr.app_share_se(share);
     let us = ctx.attr.us_per_request(samples as f64);
     let fires = samples > 0 && (p.min_share <= 0.0 || lower >= p.min_share) && us.is_none_or(|u| u >= p.min_us_per_request);
-    // Stacks a later condition (under, not_under) rejected were pushed before it.
-    stacks.retain(|&si| {
-        let fr = &ctx.profile.stacks[si].frames;
-        let first = fr.iter().position(|&f| matches(ctx.path(f))).unwrap_or(0);
-        let above = &fr[..first];
-        (p.under.is_empty() || above.iter().any(|&f| p.under.iter().any(|r| r.is_match(ctx.path(f)))))
-            && !above.iter().any(|&f| p.not_under.iter().any(|r| r.is_match(ctx.path(f))))
-    });
     OnCpu { stacks, samples, frames, by_role, callers: ranked(callers), fires }
 }
 
@@ -99,6 +98,11 @@ fn off_cpu(ctx: &Ctx<'_>, p: &OffCpuPredicate) -> OffCpu {
             continue;
         }
         let caller = ctx.caller_of(fr, fr.len(), &|_| false);
+        // A wait whose caller is unknown (no user frame outside std and libc) cannot be told
+        // from the excluded callers' waits.
+        if !p.caller_not.is_empty() && caller.is_none() {
+            continue;
+        }
         if caller.is_some_and(|i| p.caller_not.iter().any(|r| r.is_match(ctx.path(fr[i])))) {
             continue;
         }
@@ -232,7 +236,8 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
         figures.insert("caller".into(), format!("`{o}`"));
     }
     for c in callers {
-        if !f.frames.iter().any(|x| x.frame == c.frame) && f.frames.len() < 8 {
+        let bare = c.frame.split(" (").next().unwrap_or(&c.frame);
+        if !f.frames.iter().any(|x| x.frame == c.frame || x.frame == bare) && f.frames.len() < 8 {
             f.frames.push(c);
         }
     }

@@ -39,6 +39,10 @@ pub const CRATE_ORIGIN: &str = "(crate of the frame)";
 /// towards the root (unless a rule claims them, as `std sync` and `alloc` do).
 pub const TRANSPARENT_CRATES: &[&str] = &["std", "core", "alloc", "core_arch", "parking_lot", "parking_lot_core", "lock_api", "compiler_builtins", "panic_unwind", "panic_abort", "rustc_demangle", "std_detect"];
 
+/// Rust's primitive types: a frame path that starts with one (`usize::fmt` from
+/// `<usize as Display>::fmt`) is core's code.
+const PRIMITIVES: &[&str] = &["bool", "char", "str", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize", "f32", "f64"];
+
 /// Libraries (file names, prefix up to `.so`) whose C frames are helpers of their callers.
 pub const TRANSPARENT_LIBRARIES: &[&str] = &["libc", "libpthread", "libm", "libdl", "librt", "ld-linux-x86-64", "ld-linux", "libgcc_s", "[vdso]"];
 
@@ -48,8 +52,12 @@ pub const TRANSPARENT_LIBRARIES: &[&str] = &["libc", "libpthread", "libm", "libd
 /// -> `core`), else `None`.
 pub fn crate_of(path: &str, file: Option<&str>) -> Option<String> {
     let head = path.split("::").next().unwrap_or("");
-    // A crate name starts with a lower-case letter or `_` (`T::clone` is a type parameter).
+    // A crate name starts with a lower-case letter or `_` (`T::clone` is a type parameter);
+    // a primitive type's impls (`usize::fmt`, `str::find`) are core's.
     if path.contains("::") && head.starts_with(|c: char| c.is_ascii_lowercase() || c == '_') && head.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        if PRIMITIVES.contains(&head) {
+            return Some("core".to_string());
+        }
         return Some(head.to_string());
     }
     let file = file?;

@@ -546,9 +546,17 @@ fn add_lock_counts(r: &mut Ranking, counts: &super::counters::CallCounts, n: u64
     order_by_gain(&mut r.costs);
 }
 
-/// Sorts findings by predicted gain (then samples, then id) and numbers them from 1.
+/// Sorts findings by predicted gain (then samples, then id), those of low confidence (whose
+/// evidence cannot tell the pattern from a look-alike) after the others, and numbers them
+/// from 1.
 fn order_by_gain(costs: &mut [RankedFinding]) {
-    costs.sort_by(|a, b| b.gain.gain_pct.total_cmp(&a.gain.gain_pct).then(b.finding.samples.cmp(&a.finding.samples)).then(a.finding.id.cmp(&b.finding.id)));
+    costs.sort_by(|a, b| {
+        (a.finding.confidence == Confidence::Low)
+            .cmp(&(b.finding.confidence == Confidence::Low))
+            .then(b.gain.gain_pct.total_cmp(&a.gain.gain_pct))
+            .then(b.finding.samples.cmp(&a.finding.samples))
+            .then(a.finding.id.cmp(&b.finding.id))
+    });
     for (i, c) in costs.iter_mut().enumerate() {
         c.rank = i + 1;
     }
@@ -657,7 +665,7 @@ fn hottest_code(attr: &Attribution) -> Option<Finding> {
     let mut f = generic(
         attr,
         "hottest-code",
-        format!("the most self time is in `{}` ({:.1}% of the app's samples)", attr.layers[top].name, 100.0 * attr.app_share(top_n)),
+        format!("the most self time is in `{}` ({:.1}% of the app's samples, the agent's own left out)", attr.layers[top].name, 100.0 * attr.app_share(top_n)),
         total,
         Vec::new(),
     );

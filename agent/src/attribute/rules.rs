@@ -31,7 +31,7 @@ use regex::Regex;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::catalog::{CostRule, ThreadRole};
+use super::catalog::{CostRule, FrameSet, ThreadRole};
 use crate::profile::{Frame, FrameKind};
 
 /// The default catalog for the Rust web stack (tokio, hyper, axum, tower, tower-http, sqlx,
@@ -78,6 +78,8 @@ struct FileToml {
     cost: Vec<Spanned<super::catalog::CostToml>>,
     #[serde(default)]
     thread_role: Vec<Spanned<super::catalog::RoleToml>>,
+    #[serde(default)]
+    frame_set: Vec<Spanned<super::catalog::FrameSetToml>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -139,6 +141,8 @@ pub struct RuleSet {
     costs: Vec<CostRule>,
     /// Thread roles (`[[thread_role]]`), by precedence.
     roles: Vec<ThreadRole>,
+    /// Frame sets (`[[frame_set]]`), by name; a later file's replaces an earlier one's.
+    frame_sets: Vec<FrameSet>,
 }
 
 fn line_of(text: &str, span: Option<Range<usize>>) -> usize {
@@ -248,9 +252,21 @@ impl RuleSet {
             new_layers.push(Layer { name: name.clone(), category, origin: origin.to_string() });
             new_rules.push((name, Rule { layer: usize::MAX, prefixes, regexes, kind }));
         }
+        let mut new_sets: Vec<FrameSet> = Vec::new();
+        for entry in &file.frame_set {
+            let lookup = |name: &str| {
+                new_sets.iter().chain(&self.frame_sets).find(|f| f.name == name).map(|f| f.frames.clone())
+            };
+            let f = super::catalog::parse_frame_set(entry, origin, &lookup, &err)?;
+            if new_sets.iter().any(|x| x.name == f.name) {
+                return Err(err(Some(entry.span()), format!("frame_set `{}` is defined twice in this file", f.name)));
+            }
+            new_sets.push(f);
+        }
+        let lookup = |name: &str| new_sets.iter().chain(&self.frame_sets).find(|f| f.name == name).map(|f| f.frames.clone());
         let mut new_costs: Vec<CostRule> = Vec::new();
         for entry in &file.cost {
-            let c = super::catalog::parse_cost(entry, origin, super::costs::DETECTORS, &err)?;
+            let c = super::catalog::parse_cost(entry, origin, super::costs::DETECTORS, &lookup, &err)?;
             if new_costs.iter().any(|x| x.id == c.id) {
                 return Err(err(Some(entry.get_ref().id_span()), format!("cost `{}` is defined twice in this file", c.id)));
             }
@@ -258,14 +274,17 @@ impl RuleSet {
         }
         let mut new_roles: Vec<ThreadRole> = Vec::new();
         for entry in &file.thread_role {
-            let r = super::catalog::parse_role(entry, origin, &err)?;
+            let r = super::catalog::parse_role(entry, origin, &lookup, &err)?;
             if new_roles.iter().any(|x| x.name == r.name) {
                 return Err(err(Some(entry.span()), format!("thread_role `{}` is defined twice in this file", r.name)));
             }
             new_roles.push(r);
         }
-        // A file's costs and roles come before the earlier ones and replace those of the same
-        // id or name.
+        // A file's frame sets, costs and roles come before the earlier ones and replace those
+        // of the same id or name.
+        self.frame_sets.retain(|f| !new_sets.iter().any(|n| n.name == f.name));
+        new_sets.append(&mut self.frame_sets);
+        self.frame_sets = new_sets;
         self.costs.retain(|c| !new_costs.iter().any(|n| n.id == c.id));
         new_costs.append(&mut self.costs);
         self.costs = new_costs;
@@ -302,6 +321,11 @@ impl RuleSet {
     /// The thread roles, by precedence.
     pub fn thread_roles(&self) -> &[ThreadRole] {
         &self.roles
+    }
+
+    /// The frame set of this name (`[[frame_set]]`, e.g. [`super::catalog::LOCK`]).
+    pub fn frame_set(&self, name: &str) -> Option<&FrameSet> {
+        self.frame_sets.iter().find(|f| f.name == name)
     }
 
     /// All layers, in the order they were first defined.

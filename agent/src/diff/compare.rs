@@ -23,17 +23,16 @@
 //!   come from a bench with measured runs; otherwise their significance is unknown. Counts per
 //!   request must also change by [`COUNT_FLOOR_PER_REQUEST`], and syscalls that wait for work
 //!   ([`IDLE_SYSCALLS`]) by [`IDLE_SYSCALL_FLOOR`] of their value; frames of the allocator's
-//!   heap growth ([`BURSTY_FRAMES`]) by [`BURSTY_FRAME_FLOOR`].
+//!   heap growth (the catalog's `heap-growth` frame set ([`crate::attribute::catalog::HEAP_GROWTH`])) by [`BURSTY_FRAME_FLOOR`].
 //! - `--noise-floor PCT` ([`Options::noise_floor_pct`]) adds drift between the two sides that
 //!   neither side's runs can show (the machine got busier between BASE and HEAD): PCT% of the
 //!   larger value is added to every noise threshold.
 //! - Equal values on both sides are "no change", whatever the noise.
-//! - On-CPU samples of parked runtime workers ([`IDLE_FRAMES`]) are left out of every profile
+//! - On-CPU samples of parked runtime workers (the `runtime-park` frame set) are left out of every profile
 //!   figure (a note gives their counts): how often workers run out of work follows the load.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use regex::Regex;
 use serde::Serialize;
 
 use super::import::{RunFigures, Side, TestSide};
@@ -62,10 +61,8 @@ pub const IDLE_SYSCALL_FLOOR: f64 = 0.75;
 /// rehearsal, 2026-12-01; the profile covers the app's restart and warm-up, when its heap
 /// grows), and 6 -> 37 samples at 4,999 Hz before. Their changes are called only beyond
 /// [`BURSTY_FRAME_FLOOR`]; a real change in allocation shows in the `alloc` layer's row.
-pub const BURSTY_FRAMES: &[&str] =
-    &["mi_page_free_list_extend", "mi_page_fresh", "mi_segment_", "mi_page_init", "clear_page_", "do_anonymous_page"];
-
-/// The relative floor of [`BURSTY_FRAMES`]: 0.75 of the larger value, as for idle syscalls,
+/// The relative floor of the heap-growth frames (the catalog's `heap-growth` frame set,
+/// [`crate::attribute::catalog::HEAP_GROWTH`]): 0.75 of the larger value, as for idle syscalls,
 /// so that a change must be more than about 4x (plus the Poisson part).
 pub const BURSTY_FRAME_FLOOR: f64 = 0.75;
 
@@ -205,7 +202,7 @@ pub struct TestDiff {
     /// Requests behind BASE's and HEAD's profile, when known.
     pub requests: (Option<u64>, Option<u64>),
     /// On-CPU samples of BASE's and HEAD's profile, all of them (the profile figures leave out
-    /// those of parked runtime workers, [`IDLE_FRAMES`]; a note counts them).
+    /// those of parked runtime workers, the `runtime-park` frame set; a note counts them).
     pub samples: (u64, u64),
     /// Measured runs of BASE and HEAD.
     pub runs: (usize, usize),
@@ -423,27 +420,23 @@ struct Figures {
     self_frames: BTreeMap<String, u64>,
 }
 
-fn spawn_regex() -> Regex {
-    Regex::new(r"^tokio::(task::spawn::|runtime::.*::)(spawn|spawn_inner|spawn_named|bind_new_task)\b").expect("static regex")
+/// Frames of a runtime worker that has no work and parks itself: the catalog's `runtime-park`
+/// frame set ([`crate::attribute::catalog::RUNTIME_PARK`]: tokio's worker and current-thread
+/// park, its I/O and time drivers' turn, `std::thread::park`). The on-CPU samples below them
+/// are the scheduler and `epoll_wait` on the way to sleep: they follow how often the workers
+/// run out of work (load), not the request path. Measured on a quiet machine (CI, 2026-11-30):
+/// two `profiler bench --only deals-create` runs with the same app had 15.9 and 34.7 µs/req
+/// under `park`, while the costs differed by 1.3 µs/req.
+fn frame_set<'a>(rules: &'a RuleSet, name: &str) -> Option<&'a crate::attribute::catalog::FrameSet> {
+    rules.frame_set(name)
 }
 
-/// Frames of a runtime worker that has no work and parks itself (tokio's worker and
-/// current-thread park, its I/O and time drivers' turn, `std::thread::park`). The on-CPU
-/// samples below them are the scheduler and `epoll_wait` on the way to sleep: they follow how
-/// often the workers run out of work (load), not the request path. Measured on a quiet machine
-/// (CI, 2026-11-30): two `profiler bench --only deals-create` runs with the same app had 15.9
-/// and 34.7 µs/req under `park`, while the costs differed by 1.3 µs/req.
-pub const IDLE_FRAMES: &str = r"^(tokio::runtime::scheduler::(multi_thread::worker|current_thread)::Context::park|tokio::runtime::park::|tokio::runtime::driver::Driver::park|tokio::runtime::io::driver::Driver::turn|std::thread::park)";
-
-fn idle_regex() -> Regex {
-    Regex::new(IDLE_FRAMES).expect("static regex")
-}
-
-/// `profile` without the on-CPU samples of parked runtime workers ([`IDLE_FRAMES`]), and how
-/// many samples were left out. Borrowed unchanged when there are none.
-fn without_idle(profile: &Profile) -> (std::borrow::Cow<'_, Profile>, u64) {
-    let idle = idle_regex();
-    let idle_frame: Vec<bool> = profile.frames.iter().map(|f| f.kind == FrameKind::User && idle.is_match(&attribute::rules::frame_path(f))).collect();
+/// `profile` without the on-CPU samples of parked runtime workers (the `runtime-park` frame
+/// set, see [`frame_set`]), and how many samples were left out. Borrowed unchanged when there
+/// are none.
+fn without_idle<'p>(profile: &'p Profile, rules: &RuleSet) -> (std::borrow::Cow<'p, Profile>, u64) {
+    let Some(idle) = frame_set(rules, crate::attribute::catalog::RUNTIME_PARK) else { return (std::borrow::Cow::Borrowed(profile), 0) };
+    let idle_frame: Vec<bool> = profile.frames.iter().map(|f| f.kind == FrameKind::User && idle.matches(&attribute::rules::frame_path(f))).collect();
     let is_idle = |stack: u32| {
         profile.stacks.get(stack as usize).is_some_and(|s| s.frames.iter().any(|&f| idle_frame.get(f as usize).copied().unwrap_or(false)))
     };
@@ -454,11 +447,6 @@ fn without_idle(profile: &Profile) -> (std::borrow::Cow<'_, Profile>, u64) {
     let mut busy = profile.clone();
     busy.on_cpu.retain(|c| !is_idle(c.stack));
     (std::borrow::Cow::Owned(busy), left_out)
-}
-
-/// Lock frames (std, lock_api, parking_lot), as the `global-locks` fingerprint matches them.
-fn lock_regex() -> Regex {
-    Regex::new(r"^(std::sys::sync::(mutex|rwlock)::|std::sync::(poison::)?(mutex|rwlock)::.*\b(lock|read|write)\b|lock_api::(mutex|rwlock)::|parking_lot::raw_(mutex|rwlock)::)").expect("static regex")
 }
 
 fn figures(profile: &Profile, requests: Option<u64>, norm: Normalization, rules: &RuleSet, label: &str) -> Figures {
@@ -488,8 +476,9 @@ fn figures(profile: &Profile, requests: Option<u64>, norm: Normalization, rules:
             *round_trips.entry(s.shape.to_string()).or_insert(0) += s.round_trips;
         }
     }
-    let spawn = spawn_regex();
-    let lock = lock_regex();
+    let never = crate::attribute::catalog::FrameSet { name: String::new(), frames: Vec::new(), origin: String::new() };
+    let spawn = frame_set(rules, crate::attribute::catalog::SPAWN).unwrap_or(&never);
+    let lock = frame_set(rules, crate::attribute::catalog::LOCK).unwrap_or(&never);
     let names: Vec<String> = profile.frames.iter().map(folded::frame_name).collect();
     let paths: Vec<String> = profile.frames.iter().map(attribute::rules::frame_path).collect();
     let mut stack_samples = vec![0u64; profile.stacks.len()];
@@ -519,14 +508,14 @@ fn figures(profile: &Profile, requests: Option<u64>, norm: Normalization, rules:
         if let Some(name) = leaf.and_then(|&f| names.get(f as usize)) {
             *self_frames.entry(name.clone()).or_insert(0) += n;
         }
-        if stack.frames.iter().any(|&f| paths.get(f as usize).is_some_and(|p| spawn.is_match(p))) {
+        if stack.frames.iter().any(|&f| paths.get(f as usize).is_some_and(|p| spawn.matches(p))) {
             spawn_samples += n;
         }
     }
     let mut lock_waits = (0, 0);
     for c in &profile.off_cpu {
         let Some(stack) = profile.stacks.get(c.stack as usize) else { continue };
-        if stack.frames.iter().any(|&f| paths.get(f as usize).is_some_and(|p| lock.is_match(p))) {
+        if stack.frames.iter().any(|&f| paths.get(f as usize).is_some_and(|p| lock.matches(p))) {
             lock_waits.0 += c.count;
             lock_waits.1 += c.total_ns;
         }
@@ -589,21 +578,23 @@ fn run_row(name: &str, unit: &str, b: &[f64], h: &[f64], higher_is_better: bool,
 }
 
 /// Rows of counts scaled by `kb`, `kh` (Poisson noise, see the module docs).
-struct Scaler {
+struct Scaler<'a> {
+    /// The heap-growth frames, whose counts take [`BURSTY_FRAME_FLOOR`].
+    heap_growth: Option<&'a crate::attribute::catalog::FrameSet>,
     /// Relative drift the measured runs show (`--noise-floor`, their CPU spread); the
     /// section's floor ([`NOISE_FLOOR`] or [`COUNT_NOISE_FLOOR`]) is added as a minimum.
     /// None: significance unknown.
     floor: Option<f64>,
 }
 
-impl Scaler {
+impl Scaler<'_> {
     fn row(&self, section: Section, name: &str, unit: &str, (nb, kb): (u64, f64), (nh, kh): (u64, f64)) -> Row {
         let (b, h) = (nb as f64 * kb, nh as f64 * kh);
         let se = (nb as f64 * kb * kb + nh as f64 * kh * kh).sqrt();
         let absolute = if unit.ends_with("/req") && unit != "µs/req" { COUNT_FLOOR_PER_REQUEST } else { 0.0 };
         let z = if matches!(section, Section::Frames | Section::SelfFrames) { NOISE_Z_FRAMES } else { NOISE_Z };
         let idle = section == Section::Syscalls && IDLE_SYSCALLS.contains(&name);
-        let bursty = matches!(section, Section::Frames | Section::SelfFrames) && BURSTY_FRAMES.iter().any(|p| name.starts_with(p));
+        let bursty = matches!(section, Section::Frames | Section::SelfFrames) && self.heap_growth.is_some_and(|s| s.matches(name));
         // Every figure from the one profiled run's samples takes the sampled floor, the CPU
         // per request among them: it moved 224 -> 319 µs/req between two benches of the same
         // code (2026-12-01), the profiled run's own throughput going 0.79 -> 0.72 of unprofiled.
@@ -673,7 +664,7 @@ fn compare_test(b: &TestSide, h: &TestSide, opts: &Options<'_>) -> TestDiff {
     let all_samples = |p: &Profile| p.on_cpu.iter().map(|c| c.count).sum::<u64>();
     let samples = (all_samples(pb), all_samples(ph));
     // Parked runtime workers are left out of every profile figure (see IDLE_FRAMES).
-    let ((pb, idle_b), (ph, idle_h)) = (without_idle(pb), without_idle(ph));
+    let ((pb, idle_b), (ph, idle_h)) = (without_idle(pb, opts.rules), without_idle(ph, opts.rules));
     let (pb, ph) = (pb.as_ref(), ph.as_ref());
     if idle_b + idle_h > 0 {
         notes.push(format!(
@@ -695,7 +686,7 @@ fn compare_test(b: &TestSide, h: &TestSide, opts: &Options<'_>) -> TestDiff {
         };
         drift.max(rel(b)).max(rel(h))
     });
-    let sc = Scaler { floor };
+    let sc = Scaler { heap_growth: opts.rules.frame_set(crate::attribute::catalog::HEAP_GROWTH), floor };
     let cpu_unit = match norm {
         Normalization::PerRequest => "µs/req",
         Normalization::PerSample => "% of samples",
@@ -876,7 +867,8 @@ mod tests {
     fn the_allocators_heap_growth_frames_need_more_than_a_disappearance() {
         // The rehearsal's figures: 1.470 -> 0.144 µs/req, about 141 -> 14 samples of 0.0104
         // µs/req each, at the bench's floor of 0.35.
-        let scaler = Scaler { floor: Some(0.35) };
+        let rules = RuleSet::builtin();
+        let scaler = Scaler { heap_growth: rules.frame_set(crate::attribute::catalog::HEAP_GROWTH), floor: Some(0.35) };
         let k = 0.01043;
         let bursty = scaler.row(Section::Frames, "mi_page_free_list_extend", "µs/req", (141, k), (14, k));
         assert_eq!(bursty.significance, Significance::WithinNoise, "{bursty:?}");
