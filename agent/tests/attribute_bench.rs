@@ -18,7 +18,7 @@ use serde_json::Value;
 
 /// The eight seeded costs (target-app/README.md, "The eight switches").
 const SEEDED: [&str; 8] =
-    ["pool-ping", "actor-set-config", "spawn-per-request", "global-locks", "metrics-labels", "wide-user-lookup", "double-json-parse", "change-events"];
+    ["pool-ping", "session-setting-round-trip", "spawn-per-request", "global-locks", "metrics-labels", "wide-user-lookup", "double-json-parse", "change-events"];
 
 fn bench(costs: &str, only: &str, out: &Path) {
     let profiler = env!("CARGO_BIN_EXE_profiler");
@@ -122,7 +122,7 @@ fn bench_ranking_matches_the_ground_truth_with_all_costs_and_names_none_without(
         let c = cost(&r, id);
         assert!(c["gain"]["gain_pct"].as_f64().is_some(), "db: {id} has no predicted gain");
     }
-    for id in ["actor-set-config", "wide-user-lookup", "double-json-parse"] {
+    for id in ["session-setting-round-trip", "wide-user-lookup", "double-json-parse"] {
         assert!(!ids(&r).iter().any(|x| x == id), "db: {id} does not apply to /db but was named: {:?}", ids(&r));
     }
 
@@ -133,13 +133,13 @@ fn bench_ranking_matches_the_ground_truth_with_all_costs_and_names_none_without(
     count("deals-create all: round trips", &d["per_request"]["round_trips"], 7.0, d);
     count("deals-create all: pings", &d["per_request"]["pings"], 2.0, d);
     count("deals-create all: transactions", &d["per_request"]["transactions"], 1.0, d);
-    count("deals-create all: set_config", &cost(&r, "actor-set-config")["counts_per_request"]["executions"], 1.0, d);
+    count("deals-create all: set_config", &cost(&r, "session-setting-round-trip")["counts_per_request"]["executions"], 1.0, d);
     count("deals-create all: wide user SELECT", &cost(&r, "wide-user-lookup")["counts_per_request"]["executions"], 1.0, d);
     count("deals-create all: wide user SELECT columns", &cost(&r, "wide-user-lookup")["counts_per_request"]["columns"], 7.0, d);
     count("deals-create all: pings before checkout", &cost(&r, "pool-ping")["counts_per_request"]["pings_before_checkout"], 1.0, d);
     count("deals-create all: tasks spawned", &cost(&r, "spawn-per-request")["counts_per_request"]["tasks_spawned"], 2.0, d);
     count("deals-create all: lock acquisitions", &cost(&r, "global-locks")["counts_per_request"]["lock_acquisitions"], 3.0, d);
-    for id in ["pool-ping", "actor-set-config", "wide-user-lookup", "spawn-per-request", "global-locks", "metrics-labels", "double-json-parse", "change-events"] {
+    for id in ["pool-ping", "session-setting-round-trip", "wide-user-lookup", "spawn-per-request", "global-locks", "metrics-labels", "double-json-parse", "change-events"] {
         let c = cost(&r, id);
         assert!(c["gain"]["gain_pct"].as_f64().is_some(), "deals-create: {id} has no predicted gain");
     }

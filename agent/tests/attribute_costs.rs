@@ -14,7 +14,7 @@ use profiler::wire::WireSummary;
 
 const SEEDED: [&str; 8] = [
     "pool-ping",
-    "actor-set-config",
+    "session-setting-round-trip",
     "spawn-per-request",
     "global-locks",
     "metrics-labels",
@@ -108,7 +108,7 @@ fn frame_based_costs_fire_with_the_pattern() {
     assert_eq!(ids, vec!["change-events", "double-json-parse", "global-locks", "metrics-labels", "pool-ping", "spawn-per-request"]);
     // The wire-only ones say why they were not evaluated.
     let skipped: Vec<&str> = r.not_evaluated.iter().map(|n| n.id.as_str()).collect();
-    assert_eq!(skipped, vec!["actor-set-config", "wide-user-lookup"]);
+    assert_eq!(skipped, vec!["session-setting-round-trip", "wide-user-lookup"]);
 }
 
 #[test]
@@ -309,19 +309,19 @@ fn session_setting_round_trip_from_the_wire() {
         ],
         1000,
     );
-    let f = cost(&ranked(&p, req, Some(&with)), "actor-set-config").unwrap().clone();
+    let f = cost(&ranked(&p, req, Some(&with)), "session-setting-round-trip").unwrap().clone();
     assert_eq!(f.confidence, Confidence::High);
     assert!(close(f.round_trips_per_request.unwrap(), 1.0));
     assert!(close(f.db_latency_us_per_request.unwrap(), 30.0));
     assert!(f.evidence.iter().any(|e| e.starts_with("1.00 per transaction (1000 transactions)")), "{:?}", f.evidence);
     // `SET LOCAL x = ?` is the same pattern.
     let set_local = wire(vec![stmt("SET LOCAL app.actor = ?", 900, 900, 0)], 1000);
-    assert!(cost(&ranked(&p, req, Some(&set_local)), "actor-set-config").is_some());
+    assert!(cost(&ranked(&p, req, Some(&set_local)), "session-setting-round-trip").is_some());
     // Without the statement, or once in a while only: nothing.
     let without = wire(vec![stmt("BEGIN", 1000, 1000, 0), stmt("INSERT INTO deals (title) VALUES (?) RETURNING id", 1000, 1000, 0)], 1000);
-    assert!(cost(&ranked(&p, req, Some(&without)), "actor-set-config").is_none());
+    assert!(cost(&ranked(&p, req, Some(&without)), "session-setting-round-trip").is_none());
     let rare = wire(vec![stmt("SELECT set_config(?, ?, ?)", 10, 10, 0)], 1000);
-    assert!(cost(&ranked(&p, req, Some(&rare)), "actor-set-config").is_none());
+    assert!(cost(&ranked(&p, req, Some(&rare)), "session-setting-round-trip").is_none());
 }
 
 #[test]

@@ -58,7 +58,7 @@ fn with_costs_none_no_seeded_cost_fires() {
 
 /// Which seeded costs apply to which test (target-app's ground truth): json has no database and
 /// no transaction; db has no transaction (no set_config, no user lookup) and no body. What
-/// frames alone cannot show here: `actor-set-config` and `wide-user-lookup` (wire only: these
+/// frames alone cannot show here: `session-setting-round-trip` and `wide-user-lookup` (wire only: these
 /// profiles were recorded without a wire capture), and `global-locks` on deals-create (the
 /// uncontended lock and unlock calls got fewer than 2 samples in 5 s at 999 Hz; on json and db,
 /// counting the unlock calls too, as the catalog's `lock` frame set does, they got 2 or more).
@@ -77,7 +77,7 @@ fn with_costs_all_the_frame_based_costs_fire() {
         }
         assert_eq!(ids(&r), w, "all-{t}");
         let skipped: Vec<&str> = r.not_evaluated.iter().map(|n| n.id.as_str()).collect();
-        assert_eq!(skipped, vec!["actor-set-config", "wide-user-lookup"], "all-{t}");
+        assert_eq!(skipped, vec!["session-setting-round-trip", "wide-user-lookup"], "all-{t}");
         // Every cost has evidence with per-request figures and a predicted gain.
         for c in &r.costs {
             assert!(c.finding.cpu_us_per_request.is_some_and(|u| u > 0.0), "{t} {}", c.finding.id);
@@ -131,7 +131,7 @@ fn target_app_layers_are_on_the_request_path() {
 /// Profiles recorded with the wire capture on (`--costs all`, db and deals-create), ranked with
 /// the wire's own request count. sqlx prepares its statements when a connection opens, before
 /// the profiled run attaches, so the wire shows `prepared before attach` names, not SQL: the
-/// shape-based fingerprints (`actor-set-config`, `wide-user-lookup`) are evaluated and cannot
+/// shape-based fingerprints (`session-setting-round-trip`, `wide-user-lookup`) are evaluated and cannot
 /// fire on these captures.
 #[test]
 fn wire_capture_counts_pings_per_request() {
@@ -153,7 +153,7 @@ fn wire_capture_counts_pings_per_request() {
         // request, and does not claim a count of pings before checkout it cannot separate.
         assert_eq!(ping.finding.counts_per_request.get("pings"), Some(&2.0), "{t}");
         assert_eq!(ping.finding.round_trips_per_request, None, "{t}");
-        for id in ["actor-set-config", "wide-user-lookup"] {
+        for id in ["session-setting-round-trip", "wide-user-lookup"] {
             assert!(r.costs.iter().all(|c| c.finding.id != id), "{t}: {id} cannot fire on prepared-before-attach shapes");
         }
     }

@@ -693,7 +693,8 @@ pub fn ping_on_release(ctx: &Ctx<'_>) -> Option<Finding> {
     Some(f)
 }
 
-/// `actor-set-config`: a session-setting statement (`SELECT set_config(...)`, `SET ...`) run
+/// `session-setting-round-trip` (target-app's `actor-set-config` switch): a session-setting
+/// statement (`SELECT set_config(...)`, `SET ...`) run
 /// as its own round trip about once per transaction (wire only).
 pub fn session_setting_round_trip(ctx: &Ctx<'_>) -> Option<Finding> {
     let w = ctx.wire?;
@@ -709,7 +710,7 @@ pub fn session_setting_round_trip(ctx: &Ctx<'_>) -> Option<Finding> {
         return None;
     }
     let mut f = ctx.finding(
-        "actor-set-config",
+        "session-setting-round-trip",
         "a session setting is sent as a round trip of its own in every transaction".into(),
         if tx > 0 { Confidence::High } else { Confidence::Medium },
         0,
