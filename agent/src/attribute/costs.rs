@@ -33,6 +33,11 @@ use crate::wire::WireSummary;
 /// Fewest on-CPU samples a frame-only fingerprint needs to fire.
 pub const MIN_SAMPLES: u64 = 2;
 
+/// Share of the app's samples that `change-events` needs besides [`MIN_SAMPLES`]: a
+/// fingerprint on a common library call (serialization) is relative to the profile. 0.05%:
+/// 2 samples of 8,080 (a JWT's claims serialized on a third-party service) stay silent.
+pub const MIN_RELATIVE_SHARE: f64 = 0.0005;
+
 /// How sure a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -947,7 +952,9 @@ pub fn wide_user_row(ctx: &Ctx<'_>) -> Option<Finding> {
     let mut f = ctx.finding(
         "wide-user-lookup",
         "a wide row (credential columns included) is fetched on every request".into(),
-        Confidence::Medium,
+        // Whether the request uses the columns (a login must read the password hash) is not
+        // visible on the wire.
+        Confidence::Low,
         0,
         Vec::new(),
     );
@@ -968,6 +975,7 @@ pub fn wide_user_row(ctx: &Ctx<'_>) -> Option<Finding> {
         f.counts_per_request.insert("columns".into(), n as f64);
     }
     f.evidence.push("the extra CPU of decoding the extra columns is not separated from the query's (its gain is predicted as 0)".into());
+    f.evidence.push("whether the request uses these columns is not visible on the wire (a login must read the password hash): check the caller".into());
     f.cpu_us_per_request = None;
     Some(f)
 }
@@ -1042,7 +1050,8 @@ pub fn serialized_for_nobody(ctx: &Ctx<'_>) -> Option<Finding> {
         v
     });
     let (all, _) = ctx.collect(|_, fr| ctx.matching(fr, ser));
-    if samples < MIN_SAMPLES {
+    // Relative to the profile: 2 samples of 8,080 (a JWT's serialization) are no pattern.
+    if samples < MIN_SAMPLES || ctx.attr.app_share(samples) < MIN_RELATIVE_SHARE {
         return None;
     }
     let mut f = ctx.finding(
