@@ -191,3 +191,43 @@ fn target_app_rules_cover_its_twelve_layers() {
     // Library frames the app rules do not claim keep their catalog layer.
     assert_eq!(layer_of(&set, &user("serde_json::ser::format_escaped_str_contents")).as_deref(), Some("serde_json"));
 }
+
+/// `[[cost]]`, `[[frame_set]]` and `[[thread_role]]` errors name the offending line; a file's
+/// cost replaces the built-in one of the same id.
+#[test]
+fn cost_catalog_errors_have_their_lines() {
+    let e = err("[[cost]]\nid = \"x\"\ntitle = \"t {nope} {cpu_us}\"\n[cost.on_cpu]\nframes = ['^a::']\n");
+    assert_eq!(e.line, 3, "{e}");
+    assert!(e.message.contains("unknown figure {nope}"), "{e}");
+    let e = err("[[cost]]\nid = \"x\"\ntitle = \"t\"\n[cost.on_cpu]\nframes = ['@nope']\n");
+    assert_eq!(e.line, 5, "{e}");
+    assert!(e.message.contains("no frame_set named \"nope\""), "{e}");
+    let e = err("[[cost]]\nid = \"x\"\ndetector = \"no-such\"\nwhy_code = \"w\"\n");
+    assert_eq!(e.line, 3, "{e}");
+    assert!(e.message.contains("unknown detector"), "{e}");
+    let e = err("[[cost]]\nid = \"x\"\ntitle = \"t\"\n");
+    assert!(e.message.contains("neither a detector nor"), "{e}");
+    let e = err("[[cost]]\nid = \"x\"\ntitle = \"t\"\n[cost.off_cpu]\nroles = [\"runtime worker\"]\n");
+    assert!(e.message.contains("off_cpu needs min_us_per_request"), "{e}");
+    let e = err("[[thread_role]]\nname = \"w\"\nframes = ['.*']\n");
+    assert_eq!(e.line, 3, "{e}");
+    assert!(e.message.contains("matches every frame"), "{e}");
+    // A frame set defined in the file is usable below it; a user's cost replaces the built-in.
+    let mut set = RuleSet::builtin();
+    let n = set.costs().len();
+    set.add_toml(
+        "[[frame_set]]\nname = \"mine\"\nframes = ['^my_app::pool::']\n[[cost]]\nid = \"lock-contention\"\ntitle = \"mine: {blocked_us} µs\"\n[cost.off_cpu]\nframes = ['@mine', '@lock']\nmin_us_per_request = 1.0\n",
+        "user.toml",
+    )
+    .unwrap();
+    assert_eq!(set.costs().len(), n);
+    let c = set.costs().iter().find(|c| c.id == "lock-contention").unwrap();
+    assert_eq!(c.origin, "user.toml");
+    assert_eq!(set.costs()[0].id, "lock-contention", "a later file's costs come first");
+    let frames = &c.off_cpu.as_ref().unwrap().frames;
+    assert!(frames.iter().any(|r| r.is_match("my_app::pool::get")) && frames.iter().any(|r| r.is_match("std::sys::sync::mutex::futex::Mutex::lock_contended")));
+    // The built-in catalog has the frame sets the Rust code uses.
+    for name in ["runtime-park", "lock", "lock-wait", "spawn", "heap-growth"] {
+        assert!(RuleSet::builtin().frame_set(name).is_some(), "{name}");
+    }
+}

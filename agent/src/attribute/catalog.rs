@@ -292,8 +292,9 @@ struct SyscallsToml {
 /// errors), so that a cost of a few samples in a large profile stays silent.
 pub const DEFAULT_MIN_SHARE: f64 = 0.005;
 
-/// Compiles a list of regexes; `what` names the list in errors.
-fn regexes(
+/// Compiles a list of regexes (`@name` entries expand to the frame set of that name); `what`
+/// names the list in errors.
+pub(super) fn regexes(
     list: &[Spanned<String>],
     what: &str,
     sets: SetLookup<'_>,

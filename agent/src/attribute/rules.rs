@@ -235,17 +235,8 @@ impl RuleSet {
                 }
                 prefixes.push(p.get_ref().clone());
             }
-            let mut regexes = Vec::new();
-            for r in &l.regex {
-                let re = Regex::new(r.get_ref()).map_err(|e| {
-                    let first = e.to_string().lines().last().unwrap_or("invalid").trim().to_string();
-                    err(Some(r.span()), format!("layer `{name}`: bad regex {:?}: {first}", r.get_ref()))
-                })?;
-                if re.is_match("") {
-                    return Err(err(Some(r.span()), format!("layer `{name}`: regex {:?} matches every frame", r.get_ref())));
-                }
-                regexes.push(re);
-            }
+            // Frame sets are for costs and roles; a layer's regexes are its own.
+            let regexes = super::catalog::regexes(&l.regex, &format!("layer `{name}`"), &|_| None, &err)?;
             if prefixes.is_empty() && regexes.is_empty() {
                 return Err(err(Some(entry.span()), format!("layer `{name}` has no `prefix` or `regex` pattern")));
             }
