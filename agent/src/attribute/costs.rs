@@ -542,6 +542,9 @@ pub fn long_cpu_on_worker(ctx: &Ctx<'_>, claimed: &std::collections::HashSet<usi
         return None;
     }
     let name = ctx.attr.layers[owner].name.clone();
+    // The paths of the owner's frames, once: the caller is the first frame above them.
+    let owned_paths: std::collections::HashSet<&str> =
+        ctx.attr.frame_owner.iter().zip(&ctx.attr.frame_paths).filter(|(o, _)| **o == Some(owner)).map(|(_, p)| p.as_str()).collect();
     let mut callers: HashMap<String, u64> = HashMap::new();
     let (samples, frames, by_role) = ctx.collect_roles(Some(&[worker]), |si, fr| {
         if claimed.contains(&si) || !owners_of(si).contains(&owner) {
@@ -549,7 +552,7 @@ pub fn long_cpu_on_worker(ctx: &Ctx<'_>, claimed: &std::collections::HashSet<usi
         }
         let first = fr.iter().position(|&f| ctx.attr.frame_owner[f as usize] == Some(owner)).unwrap_or(fr.len() - 1);
         let mut v = vec![first];
-        if let Some(ci) = ctx.caller_of(fr, first, &|p| ctx.attr.frame_owner.iter().zip(&ctx.attr.frame_paths).any(|(o, q)| *o == Some(owner) && q == p)) {
+        if let Some(ci) = ctx.caller_of(fr, first, &|p| owned_paths.contains(p)) {
             *callers.entry(ctx.describe(fr[ci])).or_default() += ctx.attr.stack_role_samples[si][worker];
             v.push(ci);
         }
