@@ -227,7 +227,8 @@ enum wire_stat_index {
 	WIRE_STAT_ERRORS = 4,        /* ... that returned another error, or 0 */
 	WIRE_STAT_READ_FAILURES = 5, /* chunks whose head could not be read from user memory */
 	WIRE_STAT_HTTP_NO_START_LINE = 6, /* HTTP chunks not starting with a start line: sent without head */
-	WIRE_STAT_COUNTERS = 7,
+	WIRE_STAT_PG_RECOGNISED = 7, /* sockets recognised as PostgreSQL by their first bytes (any port) */
+	WIRE_STAT_COUNTERS = 8,
 };
 
 /* One send or receive of the target on a PostgreSQL socket that moved bytes (return value
@@ -239,7 +240,9 @@ struct wire_chunk {
 	__u32 pid;         /* process id (tgid, host pid namespace) */
 	__u32 tid;         /* thread id */
 	__u64 socket;      /* socket id: the struct sock address (stable while the socket lives) */
-	__u64 total_len;   /* bytes the syscall moved (its return value) */
+	__u32 total_len;   /* bytes the syscall moved (its return value, an int) */
+	__u16 local_port;  /* the socket's local TCP port, host order */
+	__u16 peer_port;   /* the socket's peer TCP port, host order */
 	__u16 head_len;    /* bytes of head[] filled, <= WIRE_HEAD_MAX */
 	__u16 tail_len;    /* bytes of tail[] filled, <= WIRE_TAIL_MAX */
 	__u8 direction;    /* enum wire_direction */
@@ -260,7 +263,9 @@ struct wire_chunk_http {
 	__u32 pid;
 	__u32 tid;
 	__u64 socket;
-	__u64 total_len;
+	__u32 total_len;
+	__u16 local_port;
+	__u16 peer_port;
 	__u16 head_len;    /* bytes of head[] filled, <= WIRE_HTTP_HEAD_MAX */
 	__u16 tail_len;    /* always 0 */
 	__u8 direction;

@@ -415,8 +415,11 @@ pub mod wire {
         pub const READ_FAILURES: u32 = 5;
         /// HTTP chunks that did not start with a start line (sent without head).
         pub const HTTP_NO_START_LINE: u32 = 6;
+        /// Sockets recognised as PostgreSQL by the first bytes the target sent on them
+        /// (any peer port).
+        pub const PG_RECOGNISED: u32 = 7;
         /// Number of counters (`WIRE_STAT_COUNTERS`).
-        pub const COUNT: u32 = 7;
+        pub const COUNT: u32 = 8;
     }
 
     /// The 40-byte header both wire records start with (`struct wire_chunk` and
@@ -433,8 +436,12 @@ pub mod wire {
         pub tid: u32,
         /// Socket id: the kernel's `struct sock` address.
         pub socket: u64,
-        /// Bytes the syscall moved (its return value).
-        pub total_len: u64,
+        /// Bytes the syscall moved (its return value, an `int`).
+        pub total_len: u32,
+        /// The socket's local TCP port, host order.
+        pub local_port: u16,
+        /// The socket's peer TCP port, host order.
+        pub peer_port: u16,
         /// Bytes of `head` filled, `<= HEAD_MAX` (`<= HTTP_HEAD_MAX` for HTTP).
         pub head_len: u16,
         /// Bytes of `tail` filled, `<= TAIL_MAX` (always 0 for HTTP).
@@ -453,6 +460,7 @@ pub mod wire {
     pub const CHUNK_HEADER_SIZE: usize = 40;
     const _: () = assert!(size_of::<WireChunkHeader>() == CHUNK_HEADER_SIZE);
     const _: () = assert!(offset_of!(WireChunkHeader, total_len) == 24);
+    const _: () = assert!(offset_of!(WireChunkHeader, local_port) == 28);
     const _: () = assert!(offset_of!(WireChunkHeader, head_len) == 32);
     const _: () = assert!(offset_of!(WireChunkHeader, direction) == 36);
     const _: () = assert!(offset_of!(WireChunkHeader, class) == 37);

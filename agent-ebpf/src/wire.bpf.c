@@ -22,8 +22,12 @@
  *
  * Classification: only AF_INET/AF_INET6 TCP stream sockets; PostgreSQL when the peer port is
  * the `db_port` knob, HTTP when the local port is in `http_ports` (filled by the agent with
- * the target's listening ports). The return value is what was really moved; > 0 gives a
- * chunk, -EAGAIN and other errors are only counted (`wire_stats`).
+ * the target's listening ports), and PostgreSQL on any other port when the first bytes the
+ * target sends on the socket are a PostgreSQL frontend message (`looks_like_pg`: a
+ * StartupMessage, an SSLRequest or GSSENCRequest, or a typed message whose length field is
+ * consistent with the call; the recognised sockets are kept in `pg_sockets`, the sockets that
+ * failed the test `PG_SNIFF_TRIES` times are not tested again). The return value is what was
+ * really moved; > 0 gives a chunk, -EAGAIN and other errors are only counted (`wire_stats`).
  *
  * What leaves the kernel: for PostgreSQL sockets, the first `head_bytes` (<= 256; for vectored
  * calls, of the first iovec with data) and the last
@@ -72,6 +76,7 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* Knobs (u64, like every knob the agent sets). */
 const volatile __u64 db_port = 5432;        /* peer port of PostgreSQL connections */
+const volatile __u64 pg_sniff = 1;          /* 1: recognise PostgreSQL by its bytes on any port */
 const volatile __u64 head_bytes = WIRE_HEAD_MAX;      /* <= WIRE_HEAD_MAX */
 const volatile __u64 tail_bytes = WIRE_TAIL_MAX;      /* <= WIRE_TAIL_MAX; 0 = no tails */
 const volatile __u64 http_head_bytes = WIRE_HTTP_HEAD_MAX; /* <= WIRE_HTTP_HEAD_MAX */
@@ -83,6 +88,23 @@ struct {
 	__type(key, __u16);
 	__type(value, __u8);
 } http_ports SEC(".maps");
+
+/* Sockets whose class was decided by their first bytes (`looks_like_pg`): key the struct sock
+ * address, value PG_SNIFF_IS_PG, or the number of sends that did not look like PostgreSQL
+ * (testing stops at PG_SNIFF_TRIES). LRU: closed sockets age out; a new socket at a recycled
+ * address inherits its verdict until evicted, which the decoder survives (it resynchronises
+ * and counts what it could not decode). */
+#define PG_SNIFF_IS_PG 0xff
+/* classify(): a TCP socket of neither class whose first sends are still being tested. Never
+ * in a record. */
+#define WIRE_CLASS_UNKNOWN 0xfe
+#define PG_SNIFF_TRIES 4
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u64);
+	__type(value, __u8);
+} pg_sockets SEC(".maps");
 
 /* Chunks for the agent. */
 struct {
@@ -129,7 +151,67 @@ static __always_inline __u8 classify(struct sock *sk)
 		return WIRE_CLASS_POSTGRES;
 	if (bpf_map_lookup_elem(&http_ports, &lport))
 		return WIRE_CLASS_HTTP;
+	if (pg_sniff) {
+		__u64 key = (__u64)sk;
+		__u8 *verdict = bpf_map_lookup_elem(&pg_sockets, &key);
+
+		if (verdict && *verdict == PG_SNIFF_IS_PG)
+			return WIRE_CLASS_POSTGRES;
+		if (!verdict || *verdict < PG_SNIFF_TRIES)
+			return WIRE_CLASS_UNKNOWN;
+	}
 	return 0;
+}
+
+static __always_inline __u32 be32(const __u8 *b)
+{
+	return ((__u32)b[0] << 24) | ((__u32)b[1] << 16) | ((__u32)b[2] << 8) | b[3];
+}
+
+/* A frontend message type that can begin what a client sends (PostgreSQL documentation,
+ * "Message Formats"): Query, Parse, Bind, Execute, Sync, Describe, Close, Flush, Terminate,
+ * FunctionCall. */
+static __always_inline bool pg_frontend_type(__u8 c)
+{
+	return c == 'Q' || c == 'P' || c == 'B' || c == 'E' || c == 'S' || c == 'D' || c == 'C' ||
+	       c == 'H' || c == 'X' || c == 'F';
+}
+
+/* Whether the `len` bytes at user address `buf` (the start of what one send moved) begin
+ * with a PostgreSQL frontend message: a StartupMessage (length, then protocol 3.0), an
+ * SSLRequest or GSSENCRequest (length 8, then their codes), or a typed message whose length
+ * (4 .. 1 GiB, the server's limit) fits in the call and, when the call holds more, is followed
+ * by another frontend type. Text protocols fail: "POST", "PUT ", "DELETE", "HEAD" give lengths
+ * above 1 GiB. */
+static __always_inline bool looks_like_pg(__u64 buf, __u64 len)
+{
+	__u8 b[8] = {};
+	__u32 n, code;
+
+	if (!buf || len < 5)
+		return false;
+	if (bpf_probe_read_user(b, len >= 8 ? 8 : 5, (void *)buf))
+		return false;
+	if (len >= 8) {
+		n = be32(b);
+		code = be32(b + 4);
+		if (n == len && n >= 8 && n <= 10000 && code == 196608)  /* StartupMessage 3.0 */
+			return true;
+		if (n == 8 && len == 8 && (code == 80877103 || code == 80877104))  /* SSL, GSSENC */
+			return true;
+	}
+	if (!pg_frontend_type(b[0]))
+		return false;
+	n = be32(b + 1);
+	if (n < 4 || n >= 0x40000000 || (__u64)n + 1 > len)
+		return false;
+	if ((__u64)n + 1 < len) {
+		__u8 next = 0;
+
+		if (bpf_probe_read_user(&next, 1, (void *)(buf + n + 1)) || !pg_frontend_type(next))
+			return false;
+	}
+	return true;
 }
 
 /* Copies up to `limit` bytes of a contiguous user buffer to `head`, which has room for
@@ -273,6 +355,12 @@ static __always_inline void emit_chunk(const __u8 class, struct sock *sk, int re
 	c->tid = id;
 	c->socket = (__u64)sk;
 	c->total_len = ret;
+	{
+		__u32 portpair = sk->__sk_common.skc_portpair;
+
+		c->local_port = portpair >> 16;
+		c->peer_port = bpf_ntohs((__u16)portpair);
+	}
 	c->direction = direction;
 	c->class = class;
 	c->syscall = syscall;
@@ -352,7 +440,8 @@ static __always_inline int on_sock_call(struct sock *sk, int ret, __u8 direction
 		return 0;
 	task = bpf_get_current_task_btf();
 	if (task->flags & (PF_KTHREAD | PF_IO_WORKER)) {
-		count_stat(WIRE_STAT_OTHER_CALLS);
+		if (class != WIRE_CLASS_UNKNOWN)
+			count_stat(WIRE_STAT_OTHER_CALLS);
 		return 0;
 	}
 	regs = (struct pt_regs *)bpf_task_pt_regs(task);
@@ -368,11 +457,13 @@ static __always_inline int on_sock_call(struct sock *sk, int ret, __u8 direction
 	case NR_SENDMSG: syscall = WIRE_SYS_SENDMSG; break;
 	case NR_RECVMSG: syscall = WIRE_SYS_RECVMSG; break;
 	default:
-		count_stat(WIRE_STAT_OTHER_CALLS);
+		if (class != WIRE_CLASS_UNKNOWN)
+			count_stat(WIRE_STAT_OTHER_CALLS);
 		return 0;
 	}
 	if (ret <= 0) {
-		count_stat(ret == -EAGAIN ? WIRE_STAT_EAGAIN : WIRE_STAT_ERRORS);
+		if (class != WIRE_CLASS_UNKNOWN)
+			count_stat(ret == -EAGAIN ? WIRE_STAT_EAGAIN : WIRE_STAT_ERRORS);
 		return 0;
 	}
 	if (syscall == WIRE_SYS_SENDMSG || syscall == WIRE_SYS_RECVMSG) {
@@ -387,6 +478,34 @@ static __always_inline int on_sock_call(struct sock *sk, int ret, __u8 direction
 			ptr = (__u64)msg.msg_iov;
 			iovcnt = msg.msg_iovlen;
 		}
+	}
+	if (class == WIRE_CLASS_UNKNOWN) {
+		/* Only what the target sends tells: a PostgreSQL client speaks first, and a
+		 * connection seen mid-stream starts a request with a frontend message. */
+		__u64 key = (__u64)sk, src = ptr, avail = ret;
+		__u8 verdict;
+
+		if (direction != WIRE_TX)
+			return 0;
+		if (iovcnt) {
+			__u64 first = 0;
+
+			src = first_iovec(ptr, iovcnt, &first);
+			if (first < avail)
+				avail = first;
+		}
+		if (looks_like_pg(src, avail)) {
+			verdict = PG_SNIFF_IS_PG;
+			count_stat(WIRE_STAT_PG_RECOGNISED);
+			bpf_map_update_elem(&pg_sockets, &key, &verdict, BPF_ANY);
+		} else {
+			__u8 *tries = bpf_map_lookup_elem(&pg_sockets, &key);
+
+			verdict = tries ? *tries + 1 : 1;
+			bpf_map_update_elem(&pg_sockets, &key, &verdict, BPF_ANY);
+			return 0;
+		}
+		class = WIRE_CLASS_POSTGRES;
 	}
 	if (class == WIRE_CLASS_HTTP)
 		emit_chunk(WIRE_CLASS_HTTP, sk, ret, direction, syscall, ptr, iovcnt, id);
@@ -407,8 +526,12 @@ int BPF_PROG(on_sock_recv, struct sock *sk, int ret, int flags)
 	/* A MSG_PEEK receive leaves the bytes in the socket for the next one: a chunk of it
 	 * would give the decoder the same bytes twice. */
 	if (flags & MSG_PEEK) {
-		if (current_is_target(bpf_get_current_pid_tgid() >> 32) && sk && classify(sk))
-			count_stat(WIRE_STAT_OTHER_CALLS);
+		if (current_is_target(bpf_get_current_pid_tgid() >> 32) && sk) {
+			__u8 class = classify(sk);
+
+			if (class && class != WIRE_CLASS_UNKNOWN)
+				count_stat(WIRE_STAT_OTHER_CALLS);
+		}
 		return 0;
 	}
 	return on_sock_call(sk, ret, WIRE_RX);

@@ -113,6 +113,11 @@ fn connect(port: u16) -> BufReader<TcpStream> {
 /// after the last response (on release), and returns the symbolized profile and the text of
 /// every file `render::write_all` writes for it (profile.json, wire.json, ...).
 fn capture(app: &App, db_port: u16, work: impl FnOnce()) -> (Profile, String) {
+    capture_with(app, db_port, None, work)
+}
+
+/// [`capture`] with a `--db-url` for the `pg_stat_activity` poller.
+fn capture_with(app: &App, db_port: u16, db_url: Option<&str>, work: impl FnOnce()) -> (Profile, String) {
     let target = Target::Pid(app.child.id()).resolve().expect("resolve");
     let options = Options {
         frequency_hz: 49,
@@ -121,6 +126,7 @@ fn capture(app: &App, db_port: u16, work: impl FnOnce()) -> (Profile, String) {
         unwind: Unwind::Fp,
         wire: true,
         db_port,
+        db_url: db_url.map(str::to_owned),
         ..Default::default()
     };
     // BPF run statistics, printed for agent-ebpf/README.md (two clock reads per run).
@@ -236,6 +242,61 @@ fn db_requests_round_trips_and_pings_match_the_ground_truth() {
     assert_steady_counts("all,-pool-ping", w, n, 2, 1, false);
     assert_eq!(w.pg.statement_executions, n);
     eprintln!("db test took {:?}", started.elapsed());
+    pg.stop().unwrap();
+}
+
+/// PostgreSQL on a port the agent was not told (the throwaway server's free port, not 5432):
+/// recognised by its bytes. A cold capture sees each connection's start-up and the `Parse`
+/// of the statement (its text from the wire); after a warm-up, a second capture with
+/// `--db-url` sees only `Bind`s of names prepared before it, and `pg_stat_activity` gives
+/// them back the same text: one shape, N executions, none left without text.
+#[test]
+fn postgres_on_any_port_and_statements_prepared_before_attach() {
+    const N: u64 = 200;
+    let pg = bench::pg::TempPostgres::start().expect("postgres");
+    assert_ne!(pg.port(), 5432, "the test needs PostgreSQL on a port the agent is not told");
+    let url = pg.create_seeded_db("crm").expect("seed");
+    let app = start_app(&url, "all");
+    let token = format!("{SECRET_TOKEN_MARK}.x.y");
+    let work = |n: u64| {
+        let mut conns: Vec<_> = (0..4).map(|_| connect(app.port)).collect();
+        for i in 0..n {
+            let c = &mut conns[(i % 4) as usize];
+            assert_eq!(request(c, "GET", "/db", &token, None), 200);
+        }
+    };
+    let (cold, _) = capture(&app, 5432, || work(20));
+    report("cold, default --db-port", &cold);
+    let w = cold.wire.as_ref().unwrap();
+    let cap = cold.meta.wire.as_ref().unwrap();
+    assert!(w.pg.connections >= 1, "start-ups seen on port {}", pg.port());
+    assert!(cap.pg_recognised >= w.pg.connections, "recognised {} < connections {}", cap.pg_recognised, w.pg.connections);
+    assert_eq!(w.pg.statement_executions, 20);
+    let cold_shapes: Vec<_> = w.pg.statements.iter().map(|s| s.shape.clone()).collect();
+    assert_eq!(cold_shapes.len(), 1, "one statement behind GET /db: {cold_shapes:?}");
+    assert!(matches!(&cold_shapes[0], StatementShape::Sql { truncated: false, .. }), "{cold_shapes:?}");
+
+    work(N);
+    std::thread::sleep(Duration::from_millis(300));
+    let (warm, text) = capture_with(&app, 5432, Some(&url), || work(N));
+    report("warm, --db-url", &warm);
+    assert_private("warm, --db-url", &text);
+    let w = warm.wire.as_ref().unwrap();
+    let cap = warm.meta.wire.as_ref().unwrap();
+    let st = cap.statement_texts.as_ref().expect("statement text report");
+    eprintln!("statement texts: {st:?}");
+    // The pool may open a connection during the run (its start-up and Parse are then seen):
+    // the others were recognised mid-stream, from their first Bind.
+    assert!(cap.pg_recognised > w.pg.connections, "connections seen mid-stream: {cap:?}");
+    assert!(st.polls > 10, "polls {}", st.polls);
+    assert_eq!(w.pg.statement_executions, N);
+    assert_eq!(w.pg.prepared_before_attach_executions, 0, "every execution got its text: {st:?}");
+    assert!(st.names_recovered >= 1 && st.executions_recovered >= N / 2, "{st:?}");
+    let shapes: Vec<_> = w.pg.statements.iter().map(|s| (s.shape.clone(), s.executions)).collect();
+    assert_eq!(shapes, vec![(cold_shapes[0].clone(), N)], "the text the cold capture read from the Parse");
+    let per = w.per_request(w.http.requests).unwrap();
+    assert_eq!((per.round_trips, per.pings), (3.0, 2.0), "README table: a query and two pings per /db");
+    drop(app);
     pg.stop().unwrap();
 }
 

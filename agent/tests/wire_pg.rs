@@ -389,7 +389,7 @@ fn prepared_before_attach() {
     let rts = round_trips(&ev);
     assert_eq!(kinds(&rts), "EEE");
     for r in &rts {
-        assert_eq!(r.statements, vec![StatementShape::PreparedBeforeAttach { name: "P_0".to_string() }]);
+        assert_eq!(r.statements, vec![StatementShape::PreparedBeforeAttach { name: "P_0".to_string(), connection: r.socket }]);
         assert!(r.end_ns.is_some());
     }
     assert_eq!(s.pg.prepared_before_attach_executions, 3);
@@ -402,7 +402,10 @@ fn prepared_before_attach() {
     let second_db = sqlx.iter().position(|c| c.ts_ns == 1_370_097_442_507).unwrap();
     let (_, ev) = decode(&sqlx[second_db..]);
     let rts = round_trips(&ev);
-    assert_eq!(rts[1].statements, vec![StatementShape::PreparedBeforeAttach { name: "sqlx_s_1".to_string() }]);
+    assert_eq!(
+        rts[1].statements,
+        vec![StatementShape::PreparedBeforeAttach { name: "sqlx_s_1".to_string(), connection: rts[1].socket }]
+    );
 }
 
 /// Attaching inside a transaction: the first ReadyForQuery says `T`.

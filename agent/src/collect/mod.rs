@@ -22,6 +22,7 @@
 
 mod dwarf;
 mod fp;
+pub mod pg_activity;
 mod syscall_names;
 mod syscalls;
 pub mod wire;
@@ -113,6 +114,9 @@ pub enum CollectError {
     /// The target could not be read.
     #[error(transparent)]
     Target(#[from] crate::target::TargetError),
+    /// `--db-url` could not be used (see [`pg_activity::ActivityPoller::start`]).
+    #[error("{0}")]
+    DbUrl(String),
 }
 
 /// What to collect and how.
@@ -141,8 +145,12 @@ pub struct Options {
     /// sockets and decode them into [`RawProfile::wire`] (see [`wire`]). Default is true.
     pub wire: bool,
     /// Peer port that makes a TCP socket a PostgreSQL connection for the wire capture.
-    /// Default is 5432.
+    /// Default is 5432. Connections on other ports are recognised by their first bytes.
     pub db_port: u16,
+    /// A PostgreSQL connection string of the target's database: `pg_stat_activity` is polled
+    /// during the run so that statements prepared before it get their text
+    /// ([`pg_activity`]). Default is `None`.
+    pub db_url: Option<String>,
 }
 
 impl Default for Options {
@@ -157,6 +165,7 @@ impl Default for Options {
             stack_copy_bytes: DEFAULT_STACK_COPY_BYTES,
             wire: true,
             db_port: 5432,
+            db_url: None,
         }
     }
 }
@@ -203,6 +212,8 @@ pub struct Collector {
     maps: crate::symbolize::ProcessMaps,
     /// Wire capture ([`Options::wire`]).
     wire: Option<wire::WireCapture>,
+    /// `pg_stat_activity` poller ([`Options::db_url`]).
+    activity: Option<pg_activity::ActivityPoller>,
 }
 
 /// The on-CPU sampler of a run ([`Options::unwind`]).
@@ -450,6 +461,10 @@ impl Collector {
         if let Some(wire) = wire.as_mut() {
             wire.attach(&target.pids()?)?;
         }
+        let activity = match (&options.db_url, wire.is_some()) {
+            (Some(url), true) => Some(pg_activity::ActivityPoller::start(url).map_err(CollectError::DbUrl)?),
+            _ => None,
+        };
         // The first window opens now; `Collector::tick` opens and closes the next ones.
         if let Some(tracer) = syscalls.as_mut() {
             tracer.open()?;
@@ -484,6 +499,7 @@ impl Collector {
             processes: BTreeMap::new(),
             maps: Default::default(),
             wire,
+            activity,
         };
         collector.note_processes(&target.pids()?);
         Ok(collector)
@@ -632,7 +648,8 @@ impl Collector {
         }
         let (wire, wire_report) = match self.wire.take() {
             Some(capture) => {
-                let (summary, report) = capture.finish()?;
+                let activity = self.activity.take().map(pg_activity::ActivityPoller::finish);
+                let (summary, report) = capture.finish(activity)?;
                 (Some(summary), Some(report))
             }
             None => (None, None),

@@ -29,7 +29,9 @@ use aya::programs::BtfTracePoint;
 use aya::{Btf, Ebpf};
 
 use super::{load_error, load_object, map_error, program, set_target_pids, CollectError};
-use crate::profile::WireCaptureReport;
+use super::pg_activity::ActivityLog;
+use crate::profile::{StatementTextReport, WireCaptureReport};
+use crate::wire::resolve::{match_texts, RoundTripTimes};
 use crate::target::Filter;
 use crate::wire::{Chunk, Direction, Protocol, WireDecoder, WireOptions as DecoderOptions, WireSummary};
 
@@ -74,19 +76,36 @@ impl Default for WireOptions {
 pub struct RecordDecoder {
     decoder: WireDecoder,
     by_syscall: BTreeMap<&'static str, u64>,
+    /// PostgreSQL connections: socket id -> the target's local TCP port.
+    pg_ports: HashMap<u64, u16>,
 }
 
 impl Default for RecordDecoder {
     fn default() -> Self {
-        RecordDecoder { decoder: WireDecoder::new(DecoderOptions::default()), by_syscall: BTreeMap::new() }
+        RecordDecoder { decoder: WireDecoder::new(DecoderOptions::default()), by_syscall: BTreeMap::new(), pg_ports: HashMap::new() }
     }
+}
+
+/// What [`RecordDecoder::finish_all`] returns.
+pub struct Decoded {
+    /// The summary of every record pushed.
+    pub summary: WireSummary,
+    /// Records per syscall name.
+    pub by_syscall: BTreeMap<String, u64>,
+    /// Round-trip start times per PostgreSQL connection.
+    pub times: RoundTripTimes,
+    /// PostgreSQL connections: socket id -> the target's local TCP port.
+    pub pg_ports: HashMap<u64, u16>,
 }
 
 impl RecordDecoder {
     /// Decodes one ring-buffer record (`struct wire_chunk` or `struct wire_chunk_http`); false
     /// when [`parse_chunk`] refused it.
     pub fn push_record(&mut self, data: &[u8]) -> bool {
-        let Some((chunk, syscall)) = parse_chunk(data) else { return false };
+        let Some((chunk, syscall, ports)) = parse_chunk(data) else { return false };
+        if chunk.protocol == Protocol::Postgres && !self.pg_ports.contains_key(&chunk.socket) {
+            self.pg_ports.insert(chunk.socket, ports.0);
+        }
         self.decoder.push(&chunk);
         *self.by_syscall.entry(syscall).or_insert(0) += 1;
         true
@@ -94,8 +113,19 @@ impl RecordDecoder {
 
     /// The summary of every record pushed, and the records per syscall name.
     pub fn finish(self) -> (WireSummary, BTreeMap<String, u64>) {
-        let (summary, _) = self.decoder.finish();
-        (summary, self.by_syscall.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+        let d = self.finish_all();
+        (d.summary, d.by_syscall)
+    }
+
+    /// [`RecordDecoder::finish`] with what [`crate::wire::resolve::match_texts`] needs.
+    pub fn finish_all(self) -> Decoded {
+        let (summary, _, times) = self.decoder.finish_with_times();
+        Decoded {
+            summary,
+            by_syscall: self.by_syscall.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+            times,
+            pg_ports: self.pg_ports,
+        }
     }
 }
 
@@ -223,7 +253,7 @@ impl WireCapture {
 
     /// Detaches the programs, lets the drain thread decode what is left in the ring buffer
     /// and returns the summary with the kernel's counters.
-    pub(super) fn finish(mut self) -> Result<(WireSummary, WireCaptureReport), CollectError> {
+    pub(super) fn finish(mut self, activity: Option<ActivityLog>) -> Result<(WireSummary, WireCaptureReport), CollectError> {
         for (name, _) in abi::PROGRAMS {
             let prog: &mut BtfTracePoint = program(&mut self.ebpf, name)?;
             prog.unload().map_err(|source| CollectError::Attach { program: name, source })?;
@@ -233,7 +263,20 @@ impl WireCapture {
             Some(t) => t.join().map_err(|_| map_error(abi::MAP_WIRE_CHUNKS, "the drain thread panicked"))?,
             None => RecordDecoder::default(),
         };
-        let (summary, chunks_by_syscall) = drained.finish();
+        let Decoded { mut summary, by_syscall: chunks_by_syscall, times, pg_ports } = drained.finish_all();
+        let statement_texts = activity.map(|log| {
+            let texts = match_texts(&times, &pg_ports, &log.observations, &log.texts);
+            let names = texts.len() as u64;
+            let executions = summary.apply_statement_texts(&texts);
+            StatementTextReport {
+                polls: log.polls,
+                observations: log.observations.len() as u64,
+                names_recovered: names,
+                executions_recovered: executions,
+                executions_unrecovered: summary.pg.prepared_before_attach_executions,
+                error: log.error,
+            }
+        });
         let map = self.ebpf.map(abi::MAP_WIRE_STATS).ok_or_else(|| map_error(abi::MAP_WIRE_STATS, "missing"))?;
         let stats: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map).map_err(|e| map_error(abi::MAP_WIRE_STATS, e))?;
         let sum = |i: u32| -> Result<u64, CollectError> { Ok(stats.get(&i, 0).map_err(|e| map_error(abi::MAP_WIRE_STATS, e))?.iter().sum()) };
@@ -251,6 +294,8 @@ impl WireCapture {
             errors: sum(abi::stat_index::ERRORS)?,
             read_failures: sum(abi::stat_index::READ_FAILURES)?,
             http_no_start_line: sum(abi::stat_index::HTTP_NO_START_LINE)?,
+            pg_recognised: sum(abi::stat_index::PG_RECOGNISED)?,
+            statement_texts,
             chunks_by_syscall,
         };
         Ok((summary, report))
@@ -280,12 +325,13 @@ fn drain(mut ring: RingBuf<MapData>, stop: Arc<AtomicBool>, decoded: Arc<AtomicU
     records
 }
 
-/// One ring-buffer record as a decoder [`Chunk`] and the name of its syscall; `None` for a
+/// One ring-buffer record as a decoder [`Chunk`], the name of its syscall and the socket's
+/// (local, peer) TCP ports; `None` for a
 /// record too short for its class ([`abi::HTTP_CHUNK_SIZE`] bytes for HTTP, a
 /// `struct wire_chunk_http`; [`abi::CHUNK_SIZE`] for PostgreSQL, a `struct wire_chunk`) or
 /// with an unknown class or direction. HTTP heads are cut after their first `\n` and HTTP
 /// tails never read, whatever the kernel sent.
-pub fn parse_chunk(data: &[u8]) -> Option<(Chunk, &'static str)> {
+pub fn parse_chunk(data: &[u8]) -> Option<(Chunk, &'static str, (u16, u16))> {
     // Both records start with the same header, and the HTTP one is the shorter: read the
     // header, then the class decides how long the record must be.
     if data.len() < abi::HTTP_CHUNK_SIZE {
@@ -304,7 +350,7 @@ pub fn parse_chunk(data: &[u8]) -> Option<(Chunk, &'static str)> {
         abi::direction::RX => Direction::Rx,
         _ => return None,
     };
-    let total = c.total_len;
+    let total = u64::from(c.total_len);
     let total_usize = usize::try_from(total).unwrap_or(usize::MAX);
     const HEAD: usize = abi::CHUNK_HEADER_SIZE;
     let (head, tail) = match protocol {
@@ -323,6 +369,7 @@ pub fn parse_chunk(data: &[u8]) -> Option<(Chunk, &'static str)> {
     Some((
         Chunk { ts_ns: c.ts_ns, pid: c.pid, tid: c.tid, socket: c.socket, protocol, direction, total_len: total, head, tail },
         syscall,
+        (c.local_port, c.peer_port),
     ))
 }
 
@@ -433,7 +480,9 @@ mod tests {
             pid: 1,
             tid: 2,
             socket: 3,
-            total_len: total,
+            total_len: total as u32,
+            local_port: 40000,
+            peer_port: 5433,
             head_len: head.len() as u16,
             tail_len: tail.len() as u16,
             direction,
@@ -458,7 +507,8 @@ mod tests {
     #[test]
     fn records_become_chunks_and_http_never_carries_more_than_the_start_line() {
         let r = record(abi::class::HTTP, abi::direction::RX, 300, b"GET /db HTTP/1.1\r\nAuthorization: Bearer secret", b"body");
-        let (c, syscall) = parse_chunk(&r).unwrap();
+        let (c, syscall, ports) = parse_chunk(&r).unwrap();
+        assert_eq!(ports, (40000, 5433));
         assert_eq!(syscall, "recvfrom");
         assert_eq!(c.protocol, Protocol::Http);
         assert_eq!(c.direction, Direction::Rx);
@@ -467,7 +517,7 @@ mod tests {
         assert_eq!(c.total_len, 300);
 
         let r = record(abi::class::POSTGRES, abi::direction::TX, 400, b"S\0\0\0\x04", b"Z\0\0\0\x05I");
-        let (c, _) = parse_chunk(&r).unwrap();
+        let (c, _, _) = parse_chunk(&r).unwrap();
         assert_eq!((c.protocol, c.direction), (Protocol::Postgres, Direction::Tx));
         assert_eq!(c.head, b"S\0\0\0\x04");
         assert_eq!(c.tail, b"Z\0\0\0\x05I");
@@ -488,7 +538,8 @@ mod tests {
     fn short_http_records_parse_with_their_start_line() {
         let r = http_record(abi::direction::RX, 97, b"GET /json HTTP/1.1\r\n");
         assert_eq!(r.len(), abi::HTTP_CHUNK_SIZE);
-        let (c, syscall) = parse_chunk(&r).unwrap();
+        let (c, syscall, ports) = parse_chunk(&r).unwrap();
+        assert_eq!(ports, (40000, 5433));
         assert_eq!(syscall, "read");
         assert_eq!((c.protocol, c.direction, c.total_len), (Protocol::Http, Direction::Rx, 97));
         assert_eq!((c.ts_ns, c.pid, c.tid, c.socket), (7, 1, 2, 3));
@@ -498,7 +549,7 @@ mod tests {
         let line = [b'a'; abi::HTTP_HEAD_MAX];
         let mut r = http_record(abi::direction::TX, 1000, &line);
         r[32..34].copy_from_slice(&u16::MAX.to_ne_bytes());
-        let (c, _) = parse_chunk(&r).unwrap();
+        let (c, _, _) = parse_chunk(&r).unwrap();
         assert_eq!(c.head, line);
         // Trailing bytes after the record (a longer reservation) are ignored.
         let mut r = http_record(abi::direction::TX, 20, b"HTTP/1.1 200 OK\r\n");
@@ -531,7 +582,7 @@ mod tests {
         r[32] = 0xff;
         r[33] = 0xff;
         r[34] = 0xff;
-        let (c, _) = parse_chunk(&r).unwrap();
+        let (c, _, _) = parse_chunk(&r).unwrap();
         assert_eq!(c.head.len(), 2);
         assert_eq!(c.tail.len(), 2);
     }

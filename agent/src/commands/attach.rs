@@ -71,9 +71,17 @@ pub struct Args {
     #[arg(long)]
     pub no_wire: bool,
     /// TCP port of the database server: sockets whose peer has this port are decoded as
-    /// PostgreSQL.
+    /// PostgreSQL. Connections on other ports are recognised by their first bytes; this only
+    /// overrides that.
     #[arg(long, default_value_t = 5432)]
     pub db_port: u16,
+    /// A PostgreSQL connection string of the target's database
+    /// (`postgres://user:password@127.0.0.1:5432/db`): its `pg_stat_activity` is polled
+    /// during the run, so that statements the target prepared before the attach get their
+    /// text, one row per statement across connections. The role must see the target's
+    /// sessions (the same role, or `pg_read_all_stats`).
+    #[arg(long, env = "PROFILER_DB_URL", hide_env_values = true)]
+    pub db_url: Option<String>,
     /// Extra attribution rules (TOML) added to the built-in catalog for `ranking.md`; a layer
     /// of the same name replaces the built-in one. Errors name the file and line.
     #[arg(long)]
@@ -155,6 +163,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         unwind: args.unwind,
         wire: !args.no_wire,
         db_port: args.db_port,
+        db_url: args.db_url.clone(),
         ..Default::default()
     };
     let unbounded = args.duration == 0;

@@ -163,8 +163,34 @@ pub struct WireCaptureReport {
     pub read_failures: u64,
     /// HTTP chunks that did not begin with a start line: sent without any byte.
     pub http_no_start_line: u64,
+    /// Sockets recognised as PostgreSQL by the first bytes the target sent on them (a
+    /// start-up message or a frontend message), whatever their port.
+    #[serde(default)]
+    pub pg_recognised: u64,
+    /// The recovery of the text of statements prepared before the capture from
+    /// `pg_stat_activity` (`--db-url`); absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub statement_texts: Option<StatementTextReport>,
     /// Chunks per syscall name (`sendto`, `recvfrom`, `writev`, ...).
     pub chunks_by_syscall: std::collections::BTreeMap<String, u64>,
+}
+
+/// What polling `pg_stat_activity` recovered (`agent/src/wire/resolve.rs`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatementTextReport {
+    /// Polls of `pg_stat_activity` made.
+    pub polls: u64,
+    /// Distinct (client port, statement start) rows seen.
+    pub observations: u64,
+    /// (connection, statement name) pairs that got a text.
+    pub names_recovered: u64,
+    /// Executions of statements prepared before the capture whose text was recovered.
+    pub executions_recovered: u64,
+    /// Executions of statements prepared before the capture still without a text.
+    pub executions_unrecovered: u64,
+    /// Why polling stopped early, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// What the stack-copy (DWARF, `.eh_frame`) unwinding did during a run: the bound on the stack

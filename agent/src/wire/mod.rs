@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 pub mod capture;
 pub mod http;
 pub mod pg;
+pub mod resolve;
 pub mod sql;
 pub mod summary;
 
@@ -272,6 +273,7 @@ pub struct WireDecoder {
     pg: pg::PgDecoder,
     http: http::HttpDecoder,
     summary: summary::SummaryBuilder,
+    times: resolve::RoundTripTimes,
     events: Vec<WireEvent>,
     scratch_pg: Vec<pg::PgEvent>,
     scratch_http: Vec<http::HttpEvent>,
@@ -301,6 +303,15 @@ impl WireDecoder {
 
     fn fold(&mut self) {
         for e in self.scratch_pg.drain(..) {
+            if let pg::PgEvent::RoundTrip(rt) = &e {
+                if rt.kind != pg::RoundTripKind::Ping {
+                    let before = match rt.statements.first() {
+                        Some(pg::StatementShape::PreparedBeforeAttach { name, .. }) => Some(name.as_str()),
+                        _ => None,
+                    };
+                    self.times.add(rt.socket, rt.start_ns, before);
+                }
+            }
             self.summary.add_pg(&e);
             if self.options.keep_events {
                 self.events.push(WireEvent::Postgres(e));
@@ -331,11 +342,18 @@ impl WireDecoder {
 
     /// End of the capture: close what is still open (round trips never answered,
     /// transactions still open) and return the summary of everything pushed.
-    pub fn finish(mut self) -> (WireSummary, Vec<WireEvent>) {
+    pub fn finish(self) -> (WireSummary, Vec<WireEvent>) {
+        let (summary, events, _) = self.finish_with_times();
+        (summary, events)
+    }
+
+    /// [`WireDecoder::finish`], and the start times of the round trips per connection that
+    /// [`resolve::match_texts`] matches to PostgreSQL's own view of its connections.
+    pub fn finish_with_times(mut self) -> (WireSummary, Vec<WireEvent>, resolve::RoundTripTimes) {
         self.pg.finish(&mut self.scratch_pg);
         self.http.finish(&mut self.scratch_http);
         self.fold();
         let summary = self.summary.build(self.pg.stats(), self.http.stats());
-        (summary, self.events)
+        (summary, self.events, self.times)
     }
 }

@@ -172,6 +172,41 @@ pub struct PgSummary {
     pub decode: PgDecodeStats,
 }
 
+impl PgSummary {
+    /// See [`WireSummary::apply_statement_texts`].
+    fn apply_statement_texts(&mut self, texts: &HashMap<(u64, String), String>) -> u64 {
+        let mut recovered = 0;
+        let mut merged: Vec<StatementStats> = Vec::with_capacity(self.statements.len());
+        for mut st in std::mem::take(&mut self.statements) {
+            if let StatementShape::PreparedBeforeAttach { name, connection } = &st.shape {
+                st.shape = match texts.get(&(*connection, name.clone())) {
+                    Some(text) => {
+                        recovered += st.executions;
+                        StatementShape::Sql { text: super::sql::shape(text, false), truncated: false }
+                    }
+                    None => StatementShape::PreparedBeforeAttach { name: name.clone(), connection: 0 },
+                };
+            }
+            match merged.iter_mut().find(|m| m.shape == st.shape) {
+                Some(m) => {
+                    let answered = |x: &StatementStats| x.latency_total_ns.checked_div(x.latency_mean_ns).unwrap_or(0);
+                    let n = answered(m) + answered(&st);
+                    m.executions += st.executions;
+                    m.round_trips += st.round_trips;
+                    m.prepares += st.prepares;
+                    m.latency_total_ns += st.latency_total_ns;
+                    m.latency_mean_ns = m.latency_total_ns.checked_div(n).unwrap_or(0);
+                }
+                None => merged.push(st),
+            }
+        }
+        merged.sort_by(|a, b| b.executions.cmp(&a.executions).then_with(|| a.shape.cmp(&b.shape)));
+        self.statements = merged;
+        self.prepared_before_attach_executions = self.prepared_before_attach_executions.saturating_sub(recovered);
+        recovered
+    }
+}
+
 /// Everything the wire decoders saw in one capture.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WireSummary {
@@ -279,6 +314,21 @@ impl WireSummary {
                 })
                 .collect(),
         })
+    }
+
+    /// Replaces the shapes of statements prepared before the capture by their recovered text
+    /// (`texts`: (connection socket id, statement name) -> SQL text as PostgreSQL reports it,
+    /// e.g. from `pg_stat_activity`; see [`super::resolve`]), in the totals and the steady
+    /// window, and merges the figures of shapes that are then equal: one statement that
+    /// pooled connections prepared under different names becomes one row. Names without a
+    /// text are merged by name (their connection set to 0). Returns the executions whose
+    /// text was recovered.
+    pub fn apply_statement_texts(&mut self, texts: &HashMap<(u64, String), String>) -> u64 {
+        let recovered = self.pg.apply_statement_texts(texts);
+        if let Some(w) = &mut self.steady {
+            w.pg.apply_statement_texts(texts);
+        }
+        recovered
     }
 
     /// Bytes no decoder could attribute to a message, both protocols, both directions.

@@ -63,9 +63,16 @@ pub enum StatementShape {
         truncated: bool,
     },
     /// A `Bind` of a named statement whose `Parse` was sent before the capture started.
+    /// Names are per connection (a driver's statement cache names them in the order each
+    /// connection prepared them), so the shape keeps its connection until
+    /// [`crate::wire::WireSummary::apply_statement_texts`] replaces it by its text.
     PreparedBeforeAttach {
         /// The statement name (`""` = the unnamed statement).
         name: String,
+        /// Socket id of the connection it was prepared on; 0 when several connections'
+        /// statements of this name were merged because their text was not recovered.
+        #[serde(default)]
+        connection: u64,
     },
     /// An `Execute` of a named portal bound before the capture started.
     BoundBeforeAttach {
@@ -80,7 +87,7 @@ impl std::fmt::Display for StatementShape {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StatementShape::Sql { text, .. } => f.write_str(text),
-            StatementShape::PreparedBeforeAttach { name } => write!(f, "(prepared before attach: {name:?})"),
+            StatementShape::PreparedBeforeAttach { name, .. } => write!(f, "(prepared before attach: {name:?})"),
             StatementShape::BoundBeforeAttach { portal } => write!(f, "(portal bound before attach: {portal:?})"),
             StatementShape::Unknown => f.write_str("(not captured)"),
         }
@@ -449,7 +456,7 @@ impl PgDecoder {
                         .statements
                         .get(name)
                         .cloned()
-                        .unwrap_or_else(|| StatementShape::PreparedBeforeAttach { name: name.clone() }),
+                        .unwrap_or_else(|| StatementShape::PreparedBeforeAttach { name: name.clone(), connection: chunk.socket }),
                     None => StatementShape::Unknown,
                 };
                 if let Some(p) = portal {
