@@ -123,6 +123,16 @@ impl TempPostgres {
     /// [`PgError::StartFailed`] (with the server log's last lines) when the server exits or is
     /// not ready in time.
     pub fn start() -> Result<TempPostgres, PgError> {
+        TempPostgres::start_with(&[])
+    }
+
+    /// [`TempPostgres::start`] with extra server settings (`-c NAME=VALUE`), e.g.
+    /// `("shared_preload_libraries", "pg_stat_statements")` for a test that reads the
+    /// server's own statement counts.
+    ///
+    /// # Errors
+    /// As [`TempPostgres::start`].
+    pub fn start_with(settings: &[(&str, &str)]) -> Result<TempPostgres, PgError> {
         let bin = find_bin_dir()?;
         let run_as = if unsafe_free_geteuid() == 0 { Some(lookup_user("postgres")?) } else { None };
 
@@ -164,7 +174,7 @@ impl TempPostgres {
         for _attempt in 0..3 {
             let port = free_port()?;
             let mut pg = TempPostgres { dir: None, bin: bin.clone(), port, child: None, run_as };
-            match pg.spawn_server(&root, &data) {
+            match pg.spawn_server(&root, &data, settings) {
                 Ok(()) => {
                     pg.dir = Some(dir);
                     return Ok(pg);
@@ -182,7 +192,7 @@ impl TempPostgres {
         Err(last_err.unwrap_or_else(|| PgError::StartFailed { reason: "no attempt made".into(), log_tail: String::new() }))
     }
 
-    fn spawn_server(&mut self, root: &Path, data: &Path) -> Result<(), PgError> {
+    fn spawn_server(&mut self, root: &Path, data: &Path, settings: &[(&str, &str)]) -> Result<(), PgError> {
         let log_path = root.join("server.log");
         let log = fs::File::create(&log_path).map_err(io_err(format!("create {}", log_path.display())))?;
         let log2 = log.try_clone().map_err(io_err("dup the log file"))?;
@@ -200,6 +210,9 @@ impl TempPostgres {
             ("shared_buffers", "128MB".into()),
             ("log_min_messages", "warning".into()),
         ] {
+            cmd.arg("-c").arg(format!("{k}={v}"));
+        }
+        for (k, v) in settings {
             cmd.arg("-c").arg(format!("{k}={v}"));
         }
         cmd.stdin(Stdio::null()).stdout(log).stderr(log2);

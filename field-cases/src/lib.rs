@@ -15,6 +15,9 @@
 //! | `/case/log-stdout` | `/control/log-buffered` | one `write` to stdout per request |
 //! | `/case/brotli-11` | `/control/brotli-5` | brotli at quality 11 per response |
 //! | `/case/json-from-reader` | `/control/json-from-slice` | `serde_json::from_reader` on an unbuffered `File` |
+//! | `/case/n-plus-one` | `/control/join` | one `SELECT` per item of a list (N+1 queries, [`N_PLUS_ONE_ITEMS`] items) |
+//!
+//! The database routes need `--database-url` (PostgreSQL); without it they answer 503.
 //!
 //! `/stats` returns the number of requests served per route since start.
 
@@ -37,7 +40,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 /// Every route with a request counter, in the order `/stats` lists them.
-pub const ROUTES: [&str; 20] = [
+pub const ROUTES: [&str; 22] = [
     "/case/regex-per-request",
     "/control/regex-static",
     "/case/blocking-sleep",
@@ -58,7 +61,16 @@ pub const ROUTES: [&str; 20] = [
     "/control/file-read-once",
     "/case/dns-per-request",
     "/control/dns-once",
+    "/case/n-plus-one",
+    "/control/join",
 ];
+
+/// Items an order of the database routes has: `/case/n-plus-one` runs one `SELECT` for the
+/// order's item ids, then one `SELECT` per item ([`N_PLUS_ONE_ITEMS`] + 1 statements per
+/// request); `/control/join` runs one `SELECT ... JOIN` for the same rows.
+pub const N_PLUS_ONE_ITEMS: usize = 20;
+/// Orders the database routes pick from (each with [`N_PLUS_ONE_ITEMS`] items).
+pub const ORDERS: u64 = 100;
 
 /// The log-line pattern that `/case/regex-per-request` compiles on every request and
 /// `/control/regex-static` compiles once. Unicode classes (`\d`, `\S`) make its compilation
@@ -125,6 +137,8 @@ struct AppState {
     /// Lines for the background logger thread of `/control/log-buffered`, started by its
     /// first request (so that no other route's figures include the thread's wake-ups).
     log_tx: OnceLock<Option<mpsc::Sender<String>>>,
+    /// The database of the database routes, when `--database-url` was given.
+    db: Option<sqlx::PgPool>,
 }
 
 type Shared = Arc<AppState>;
@@ -135,14 +149,15 @@ type Shared = Arc<AppState>;
 /// # Panics
 /// When the fixtures cannot be written (see [`try_app`]).
 pub fn app() -> Router {
-    try_app().expect("cannot set up the field-cases fixtures")
+    try_app(None).expect("cannot set up the field-cases fixtures")
 }
 
-/// Builds the router; see [`app`].
+/// Builds the router; see [`app`]. `db`: the pool of the database routes, already seeded
+/// ([`seed_db`]); without it they answer 503.
 ///
 /// # Errors
 /// When the JSON fixture cannot be written to the temporary directory.
-pub fn try_app() -> anyhow::Result<Router> {
+pub fn try_app(db: Option<sqlx::PgPool>) -> anyhow::Result<Router> {
     let mut catalog = tempfile::Builder::new().prefix("field-cases-catalog-").suffix(".json").tempfile()?;
     catalog.write_all(&catalog_json())?;
     catalog.flush()?;
@@ -159,6 +174,7 @@ pub fn try_app() -> anyhow::Result<Router> {
         brotli_body: brotli_body(),
         catalog,
         log_tx: OnceLock::new(),
+        db,
     });
     Ok(Router::new()
         .route("/case/regex-per-request", get(regex_per_request))
@@ -181,6 +197,8 @@ pub fn try_app() -> anyhow::Result<Router> {
         .route("/control/file-read-once", get(file_read_once))
         .route("/case/dns-per-request", get(dns_per_request))
         .route("/control/dns-once", get(dns_once))
+        .route("/case/n-plus-one", get(n_plus_one))
+        .route("/control/join", get(join))
         .route("/stats", get(stats))
         .with_state(state))
 }
@@ -621,4 +639,71 @@ mod tests {
             assert_eq!(back, body);
         }
     }
+}
+
+// ---- /case/n-plus-one, /control/join -------------------------------------------------------
+
+/// Creates and fills the tables of the database routes (idempotent): `fc_items` (1,000 items)
+/// and `fc_order_items` ([`ORDERS`] orders of [`N_PLUS_ONE_ITEMS`] items each).
+///
+/// # Errors
+/// The first statement PostgreSQL refused.
+pub async fn seed_db(pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
+    sqlx::query("CREATE TABLE IF NOT EXISTS fc_items (id int PRIMARY KEY, name text NOT NULL, price_cents int NOT NULL)")
+        .execute(pool)
+        .await?;
+    sqlx::query("CREATE TABLE IF NOT EXISTS fc_order_items (order_id int NOT NULL, item_id int NOT NULL REFERENCES fc_items(id), PRIMARY KEY (order_id, item_id))")
+        .execute(pool)
+        .await?;
+    sqlx::query("INSERT INTO fc_items SELECT g, 'item ' || g, (g * 37) % 10000 FROM generate_series(1, 1000) g ON CONFLICT DO NOTHING")
+        .execute(pool)
+        .await?;
+    sqlx::query(&format!(
+        "INSERT INTO fc_order_items SELECT o, ((o * 131 + k * 17) % 1000) + 1 FROM generate_series(1, {ORDERS}) o, generate_series(1, {N_PLUS_ONE_ITEMS}) k ON CONFLICT DO NOTHING"
+    ))
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+fn no_db() -> Response {
+    (StatusCode::SERVICE_UNAVAILABLE, "start field-cases with --database-url for the database routes\n").into_response()
+}
+
+fn order_of(n: u64) -> i32 {
+    (n % ORDERS + 1) as i32
+}
+
+async fn n_plus_one(State(st): State<Shared>) -> Response {
+    let Some(db) = &st.db else { return no_db() };
+    let order = order_of(st.stats.hit(20));
+    let ids: Vec<(i32,)> = match sqlx::query_as("SELECT item_id FROM fc_order_items WHERE order_id = $1 ORDER BY item_id").bind(order).fetch_all(db).await {
+        Ok(v) => v,
+        Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    };
+    let mut total: i64 = 0;
+    for (id,) in ids {
+        match sqlx::query_as::<_, (String, i32)>("SELECT name, price_cents FROM fc_items WHERE id = $1").bind(id).fetch_one(db).await {
+            Ok((_, price)) => total += i64::from(price),
+            Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        }
+    }
+    Json(serde_json::json!({ "order": order, "total_cents": total })).into_response()
+}
+
+async fn join(State(st): State<Shared>) -> Response {
+    let Some(db) = &st.db else { return no_db() };
+    let order = order_of(st.stats.hit(21));
+    let rows: Vec<(String, i32)> = match sqlx::query_as(
+        "SELECT i.name, i.price_cents FROM fc_order_items o JOIN fc_items i ON i.id = o.item_id WHERE o.order_id = $1 ORDER BY o.item_id",
+    )
+    .bind(order)
+    .fetch_all(db)
+    .await
+    {
+        Ok(v) => v,
+        Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    };
+    let total: i64 = rows.iter().map(|(_, p)| i64::from(*p)).sum();
+    Json(serde_json::json!({ "order": order, "total_cents": total })).into_response()
 }

@@ -15,6 +15,13 @@ struct Args {
     /// Tokio worker threads.
     #[arg(long, default_value_t = 2)]
     workers: usize,
+    /// PostgreSQL connection string of the database routes (`/case/n-plus-one`,
+    /// `/control/join`); their tables are created and filled at start.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: Option<String>,
+    /// Connections of the database pool.
+    #[arg(long, default_value_t = 4)]
+    db_connections: u32,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -24,7 +31,15 @@ fn main() -> anyhow::Result<()> {
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(args.workers).enable_all().build()?;
     runtime.block_on(async move {
-        let app = field_cases::try_app()?;
+        let db = match &args.database_url {
+            Some(url) => {
+                let pool = sqlx::postgres::PgPoolOptions::new().max_connections(args.db_connections).connect(url).await?;
+                field_cases::seed_db(&pool).await?;
+                Some(pool)
+            }
+            None => None,
+        };
+        let app = field_cases::try_app(db)?;
         let listener = tokio::net::TcpListener::bind(args.listen).await?;
         eprintln!("listening on {}", listener.local_addr()?);
         axum::serve(listener, app).with_graceful_shutdown(shutdown()).await?;

@@ -195,3 +195,54 @@ fn file_read_on_a_worker() {
 fn dns_lookup_on_a_worker() {
     check("/case/dns-per-request");
 }
+
+/// Executions of one statement per request by PostgreSQL's own count (`pg_stat_statements`,
+/// reset just before the attach) over the requests the app served meanwhile (its `/stats`).
+fn statement_calls(pg: &bench::pg::TempPostgres, db: &str, like: &str) -> u64 {
+    let out = pg
+        .psql(db, &format!("SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE query LIKE '{like}'"))
+        .expect("pg_stat_statements");
+    out.trim().parse().unwrap_or_else(|_| panic!("pg_stat_statements answered {out:?}"))
+}
+
+/// N+1 queries, attached to an app that has run for a while (every statement was prepared on
+/// every pooled connection before the attach; `--db-url` gives them back their text): the
+/// finding names the per-item statement with its text and N within 10% of
+/// `pg_stat_statements`; silent on the JOIN that fetches the same rows in one statement.
+#[test]
+fn n_plus_one_queries_after_warm_up() {
+    if skip_unless_root() {
+        return;
+    }
+    let pg = bench::pg::TempPostgres::start_with(&[("shared_preload_libraries", "pg_stat_statements")]).expect("postgres");
+    let url = pg.create_seeded_db("fc").expect("database");
+    pg.psql("fc", "CREATE EXTENSION pg_stat_statements").expect("extension");
+    let app = App::start_with_db(&url);
+    const ITEM: &str = "SELECT name, price_cents FROM fc_items WHERE id = %";
+    for (route, fires) in [("/case/n-plus-one", true), ("/control/join", false)] {
+        // Warm-up: the pool opens its connections and each prepares the route's statements.
+        common::wrk(&app.url(route), 2, 8);
+        pg.psql("fc", "SELECT pg_stat_statements_reset()").expect("reset");
+        let before = app.served(route);
+        let p = profile(&app, route, PROFILE_SECS, &["--db-url", &url]);
+        let served = app.served(route) - before;
+        let calls = statement_calls(&pg, "fc", ITEM);
+        let truth = calls as f64 / served as f64;
+        let got = ids(&p.ranking);
+        println!("{route}: {got:?}; pg_stat_statements: {calls} calls of the item query / {served} requests = {truth:.3}");
+        if !fires {
+            assert!(!got.contains(&"n-plus-one-queries".to_string()), "fired on the control {route}: {got:?}");
+            continue;
+        }
+        assert!(got.contains(&"n-plus-one-queries".to_string()), "{route}: {got:?}");
+        let f = p.ranking["costs"].as_array().unwrap().iter().find(|c| c["id"] == "n-plus-one-queries").unwrap();
+        let n = f["counts_per_request"]["statement_executions"].as_f64().unwrap();
+        let title = f["title"].as_str().unwrap();
+        println!("  {title}\n  N = {n:.3} against pg_stat_statements' {truth:.3}");
+        assert!((n - truth).abs() <= 0.10 * truth, "N = {n} against pg_stat_statements' {truth}");
+        assert!(title.contains("FROM fc_items WHERE id = ?"), "the statement's text: {title}");
+        assert_eq!(truth.round() as usize, field_cases::N_PLUS_ONE_ITEMS, "the app runs one query per item");
+    }
+    drop(app);
+    pg.stop().expect("stop postgres");
+}

@@ -55,16 +55,22 @@
 //! [cost.syscalls]                    # syscall counts (optional)
 //! names = ["write"]                  # quoted per request in the evidence
 //! min_per_request = 0.5              # gates only when given: their sum per request at least this
+//!
+//! [cost.statements]                  # database statements per HTTP request, from the wire (optional)
+//! min_executions_per_request = 5.0   # fires when one statement shape runs at least this often per request
+//! verbs = ["SELECT"]                 # ... among the shapes that start with one of these keywords (default any)
 //! ```
-//! A cost fires when its gating sections do (`on_cpu` and `off_cpu` gate when present, `syscalls`
-//! when it has a `min_per_request`); with two gating sections firing its confidence is `high`.
+//! A cost fires when its gating sections do (`on_cpu`, `off_cpu` and `statements` gate when
+//! present, `syscalls` when it has a `min_per_request`); with two gating sections firing its
+//! confidence is `high`.
 //! The **caller** of a stack is its innermost user frame outside the standard library, libc and
 //! lock crates ([`super::layers::is_transparent`]): the code that asked for the work or the wait.
 //!
 //! `title` and `advice` may quote the finding's figures: `{cpu_us}` (sampled CPU µs per
 //! request), `{share}` (% of the app's samples), `{blocked_us}` (µs switched out per request),
 //! `{waits}` (waits per request), `{mean_wait_us}`, `{caller}` (the top caller frame) and
-//! `{syscalls.NAME}` (calls of NAME per request); an unknown figure reads `?`.
+//! `{syscalls.NAME}` (calls of NAME per request), `{statement}` (the statement shape that
+//! fired, as text) and `{executions}` (its executions per request); an unknown figure reads `?`.
 //!
 //! A fingerprint that a predicate cannot say keeps a Rust detector: `detector = "NAME"` (one of
 //! [`super::costs::DETECTORS`]) with `why_code = "..."` saying why; its sections must be absent.
@@ -172,6 +178,16 @@ pub struct SyscallPredicate {
     pub min_per_request: Option<f64>,
 }
 
+/// The statement section of a [`CostRule`]: one statement shape (merged across connections)
+/// executed many times per HTTP request, from the wire capture.
+#[derive(Debug, Clone, Default)]
+pub struct StatementPredicate {
+    /// Fires when the most executed shape runs at least this many times per request.
+    pub min_executions_per_request: f64,
+    /// Only shapes whose first keyword is one of these (upper case); empty: any.
+    pub verbs: Vec<String>,
+}
+
 /// One `[[cost]]`: a fingerprint as predicates, or a named Rust detector.
 #[derive(Debug, Clone)]
 pub struct CostRule {
@@ -195,6 +211,8 @@ pub struct CostRule {
     pub off_cpu: Option<OffCpuPredicate>,
     /// Syscall predicate.
     pub syscalls: Option<SyscallPredicate>,
+    /// Statement predicate.
+    pub statements: Option<StatementPredicate>,
     /// Where it was defined.
     pub origin: String,
 }
@@ -235,6 +253,8 @@ pub(super) struct CostToml {
     off_cpu: Option<Spanned<OffCpuToml>>,
     #[serde(default)]
     syscalls: Option<Spanned<SyscallsToml>>,
+    #[serde(default)]
+    statements: Option<Spanned<StatementsToml>>,
 }
 
 impl CostToml {
@@ -286,6 +306,14 @@ struct SyscallsToml {
     names: Vec<String>,
     #[serde(default)]
     min_per_request: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StatementsToml {
+    min_executions_per_request: f64,
+    #[serde(default)]
+    verbs: Vec<String>,
 }
 
 /// Default `min_share` of an on-CPU predicate: 0.5% of the app's samples (less 2 standard
@@ -382,19 +410,19 @@ pub(super) fn parse_cost(
         Some("all") => true,
         Some(other) => return Err(err(c.require.as_ref().map(|s| s.span()), format!("cost `{id}`: require must be any or all, not {other:?}"))),
     };
-    let has_sections = c.on_cpu.is_some() || c.off_cpu.is_some() || c.syscalls.is_some();
+    let has_sections = c.on_cpu.is_some() || c.off_cpu.is_some() || c.syscalls.is_some() || c.statements.is_some();
     if let Some(d) = &c.detector {
         if !detectors.contains(&d.get_ref().as_str()) {
             return Err(err(Some(d.span()), format!("cost `{id}`: unknown detector {:?} (known: {})", d.get_ref(), detectors.join(", "))));
         }
         if has_sections {
-            return Err(err(Some(d.span()), format!("cost `{id}`: a detector cost has no on_cpu/off_cpu/syscalls section")));
+            return Err(err(Some(d.span()), format!("cost `{id}`: a detector cost has no on_cpu/off_cpu/syscalls/statements section")));
         }
         if c.why_code.as_deref().is_none_or(|w| w.trim().is_empty()) {
             return Err(err(Some(d.span()), format!("cost `{id}`: a detector needs why_code (what a predicate cannot say)")));
         }
     } else if !has_sections {
-        return Err(err(Some(t.span()), format!("cost `{id}` has neither a detector nor an on_cpu, off_cpu or syscalls section")));
+        return Err(err(Some(t.span()), format!("cost `{id}` has neither a detector nor an on_cpu, off_cpu, syscalls or statements section")));
     }
     if let Some(t) = &c.title {
         if let Some(bad) = unknown_placeholder(t.get_ref()) {
@@ -457,6 +485,19 @@ pub(super) fn parse_cost(
             Some(SyscallPredicate { names: o.names.clone(), min_per_request: o.min_per_request })
         }
     };
+    let statements = match &c.statements {
+        None => None,
+        Some(s) => {
+            let o = s.get_ref();
+            if !(o.min_executions_per_request.is_finite() && o.min_executions_per_request > 0.0) {
+                return Err(err(Some(s.span()), format!("cost `{id}`: statements.min_executions_per_request must be above 0")));
+            }
+            Some(StatementPredicate {
+                min_executions_per_request: o.min_executions_per_request,
+                verbs: o.verbs.iter().map(|v| v.to_ascii_uppercase()).collect(),
+            })
+        }
+    };
     Ok(CostRule {
         id,
         title,
@@ -468,12 +509,14 @@ pub(super) fn parse_cost(
         on_cpu,
         off_cpu,
         syscalls,
+        statements,
         origin: origin.to_string(),
     })
 }
 
 /// The figures a title or advice may quote (`{syscalls.NAME}` besides).
-pub const FIGURES: &[&str] = &["cpu_us", "share", "blocked_us", "waits", "mean_wait_us", "caller", "syscalls.NAME"];
+pub const FIGURES: &[&str] =
+    &["cpu_us", "share", "blocked_us", "waits", "mean_wait_us", "caller", "syscalls.NAME", "statement", "executions"];
 
 /// The first `{name}` of a template that is not one of [`FIGURES`].
 fn unknown_placeholder(template: &str) -> Option<String> {

@@ -1,9 +1,9 @@
 //! Evaluation of the `[[cost]]` predicates of the rules catalog ([`super::catalog`]) on one
-//! profile: on-CPU samples, off-CPU waits and syscall counts, per request.
+//! profile: on-CPU samples, off-CPU waits, syscall counts and database statements, per request.
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::catalog::{CostRule, OffCpuPredicate, OnCpuPredicate};
+use super::catalog::{CostRule, OffCpuPredicate, OnCpuPredicate, StatementPredicate};
 use super::costs::{Confidence, Ctx, Finding, FrameSamples};
 
 /// Role indices (into [`super::layers::Attribution::role_names`]) for role names; `None`
@@ -149,9 +149,13 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
         let sum: f64 = per.values().sum();
         (sum, per, p.min_per_request.is_some_and(|m| ctx.attr.requests.is_some() && sum >= m))
     });
+    let stmt = rule.statements.as_ref().map(|p| statements(ctx, p));
     let mut gates: Vec<bool> = Vec::new();
     if let Some(o) = &on {
         gates.push(o.fires);
+    }
+    if let Some(st) = &stmt {
+        gates.push(st.is_some());
     }
     if let Some(o) = &off {
         gates.push(o.fires);
@@ -231,6 +235,29 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
             f.evidence.push(format!("syscalls per request (whole process): {}{}", list.join(", "), ctx.syscall_counting()));
         }
     }
+    if let Some(Some(st)) = &stmt {
+        let mut short: String = st.shape.chars().take(90).collect();
+        if short.len() < st.shape.len() {
+            short.push_str(" …");
+        }
+        figures.insert("statement".into(), format!("`{short}`"));
+        figures.insert("executions".into(), num(st.executions));
+        f.counts_per_request.insert("statement_executions".into(), st.executions);
+        f.counts_per_request.insert("statement_round_trips".into(), st.round_trips);
+        f.evidence.push(format!(
+            "wire: `{}` executed {:.2} times in {:.2} round trips per HTTP request ({} executions over {} requests{}), mean round trip {:.0} µs",
+            st.shape,
+            st.executions,
+            st.round_trips,
+            st.total_executions,
+            st.requests,
+            if st.steady { ", steady window" } else { "" },
+            st.mean_latency_us
+        ));
+        if st.latency_us_per_request > 0.0 {
+            f.counts_per_request.insert("statement_latency_us".into(), st.latency_us_per_request);
+        }
+    }
     f.owner = callers.first().map(|c| c.frame.clone());
     if let Some(o) = &f.owner {
         figures.insert("caller".into(), format!("`{o}`"));
@@ -246,6 +273,53 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
     f.advice = super::catalog::fill(&rule.advice, &fig);
     f.evidence.push(format!("fingerprint `{}` from {}", rule.id, rule.origin));
     Some((f, on.map(|o| o.stacks).unwrap_or_default()))
+}
+
+/// The statement shape a [`StatementPredicate`] fired on.
+struct StatementHit {
+    shape: String,
+    executions: f64,
+    round_trips: f64,
+    total_executions: u64,
+    requests: u64,
+    steady: bool,
+    mean_latency_us: f64,
+    latency_us_per_request: f64,
+}
+
+/// The most executed statement shape per HTTP request of [`Ctx::wire`] that the predicate
+/// accepts, when it runs at least `min_executions_per_request` times per request.
+fn statements(ctx: &Ctx<'_>, p: &StatementPredicate) -> Option<StatementHit> {
+    let w = ctx.wire?;
+    let requests = w.http.requests;
+    if requests == 0 {
+        return None;
+    }
+    let verb_ok = |s: &crate::wire::pg::StatementShape| {
+        p.verbs.is_empty()
+            || match s {
+                crate::wire::pg::StatementShape::Sql { text, .. } => {
+                    text.split_whitespace().next().is_some_and(|v| p.verbs.contains(&v.to_ascii_uppercase()))
+                }
+                _ => false,
+            }
+    };
+    let best = w.pg.statements.iter().filter(|s| verb_ok(&s.shape)).max_by_key(|s| s.executions)?;
+    let n = requests as f64;
+    let executions = best.executions as f64 / n;
+    if executions < p.min_executions_per_request {
+        return None;
+    }
+    Some(StatementHit {
+        shape: best.shape.to_string(),
+        executions,
+        round_trips: best.round_trips as f64 / n,
+        total_executions: best.executions,
+        requests,
+        steady: ctx.profile.wire.as_ref().and_then(|x| x.steady.as_ref()).is_some(),
+        mean_latency_us: best.latency_mean_ns as f64 / 1e3,
+        latency_us_per_request: best.latency_total_ns as f64 / 1e3 / n,
+    })
 }
 
 /// A figure for a title: 3 significant digits up to 1,000, whole numbers above

@@ -111,8 +111,20 @@ impl App {
 
     /// Starts the app with `workers` tokio workers.
     pub fn start_with(workers: usize) -> App {
+        App::start_full(workers, None)
+    }
+
+    /// Starts the app with 2 workers and the database routes on `database_url`.
+    pub fn start_with_db(database_url: &str) -> App {
+        App::start_full(2, Some(database_url))
+    }
+
+    fn start_full(workers: usize, database_url: Option<&str>) -> App {
         let bin = release_bin("field-cases");
         let mut cmd = Command::new(&bin);
+        if let Some(url) = database_url {
+            cmd.env("DATABASE_URL", url);
+        }
         cmd.args(["--workers", &workers.to_string(), "--listen", "127.0.0.1:0"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
