@@ -163,3 +163,29 @@ fn wire_capture_counts_pings_per_request() {
     assert_eq!(w.pg.transactions.ended, w.http.requests);
     assert_eq!(w.pg.transactions.round_trips, 5 * w.http.requests);
 }
+
+/// `database-traffic-not-decoded`: the recorded `/db` profile has sqlx frames on its stacks.
+/// With its wire capture (PostgreSQL round trips decoded) nothing is said; with the same
+/// capture emptied of PostgreSQL (as when the database is reached over TLS) the ranking warns
+/// that the database figures are missing.
+#[test]
+fn driver_frames_without_decoded_traffic_are_flagged() {
+    let rules = RuleSet::builtin();
+    let mut p = load("all-wire-db");
+    assert!(p.wire.as_ref().is_some_and(|w| w.pg.round_trips > 0), "the fixture has a PostgreSQL capture");
+    let r = ranking_of(&p, &rules);
+    assert!(!r.generic.iter().any(|f| f.id == "database-traffic-not-decoded"), "{:?}", r.generic.iter().map(|f| &f.id).collect::<Vec<_>>());
+    let w = p.wire.as_mut().unwrap();
+    w.pg = Default::default();
+    w.steady = None;
+    let r = ranking_of(&p, &rules);
+    let f = r.generic.iter().find(|f| f.id == "database-traffic-not-decoded").expect("warning");
+    // sqlx frames are on 25-40% of a /db profile's samples (its layer table: the pool and the driver).
+    assert!(f.cpu_share > 0.05, "{}", f.title);
+    assert!(f.title.contains("no PostgreSQL traffic was decoded"), "{}", f.title);
+}
+
+fn ranking_of(p: &Profile, rules: &RuleSet) -> Ranking {
+    let opts = RankingOptions { rules, wire: None, base_req_per_s: None, label: "db" };
+    rank(p, None, Bound::Unknown, &opts)
+}

@@ -209,6 +209,9 @@ fn cost_catalog_errors_have_their_lines() {
     assert!(e.message.contains("neither a detector nor"), "{e}");
     let e = err("[[cost]]\nid = \"x\"\ntitle = \"t\"\n[cost.off_cpu]\nroles = [\"runtime worker\"]\n");
     assert!(e.message.contains("off_cpu needs min_us_per_request"), "{e}");
+    let e = err("[[cost]]\nid = \"x\"\ntitle = \"{statement} {executions}\"\n[cost.statements]\nmin_executions_per_request = 0.0\n");
+    assert_eq!(e.line, 4, "{e}");
+    assert!(e.message.contains("min_executions_per_request must be above 0"), "{e}");
     let e = err("[[thread_role]]\nname = \"w\"\nframes = ['.*']\n");
     assert_eq!(e.line, 3, "{e}");
     assert!(e.message.contains("matches every frame"), "{e}");
@@ -227,7 +230,7 @@ fn cost_catalog_errors_have_their_lines() {
     let frames = &c.off_cpu.as_ref().unwrap().frames;
     assert!(frames.iter().any(|r| r.is_match("my_app::pool::get")) && frames.iter().any(|r| r.is_match("std::sys::sync::mutex::futex::Mutex::lock_contended")));
     // The built-in catalog has the frame sets the Rust code uses.
-    for name in ["runtime-park", "lock", "lock-wait", "spawn", "heap-growth"] {
+    for name in ["runtime-park", "lock", "lock-wait", "spawn", "heap-growth", "db-driver"] {
         assert!(RuleSet::builtin().frame_set(name).is_some(), "{name}");
     }
 }

@@ -92,6 +92,10 @@ pub const LOCK: &str = "lock";
 pub const SPAWN: &str = "spawn";
 /// The frame set of the allocator growing its heap (fresh pages), whose samples come in bursts.
 pub const HEAP_GROWTH: &str = "heap-growth";
+/// The frame set of PostgreSQL client drivers (sqlx, tokio-postgres, diesel, ...): their
+/// share of the samples, and a warning when they are on the stacks but the wire decoded no
+/// PostgreSQL traffic.
+pub const DB_DRIVER: &str = "db-driver";
 
 /// A named set of frame regexes (`[[frame_set]]`).
 #[derive(Debug, Clone)]

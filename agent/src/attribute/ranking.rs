@@ -397,12 +397,12 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
     let attr = Attribution::new(profile, opts.rules, requests);
     let ctx = costs::Ctx { profile, rules: opts.rules, attr: &attr, app_crates: attr.app_crates.clone(), wire: view.as_ref() };
     let (found, not_evaluated) = costs::detect(&ctx);
-    let sqlx = regex::Regex::new(r"^sqlx_[a-z]+::").expect("static regex");
+    let driver = opts.rules.frame_set(super::catalog::DB_DRIVER);
     let driver_samples: u64 = profile
         .stacks
         .iter()
         .enumerate()
-        .filter(|(_, s)| s.frames.iter().any(|&f| sqlx.is_match(&attr.frame_paths[f as usize])))
+        .filter(|(_, s)| driver.is_some_and(|d| s.frames.iter().any(|&f| d.matches(&attr.frame_paths[f as usize]))))
         .map(|(i, _)| attr.stack_samples[i])
         .sum();
     let worker_samples: Option<u64> = attr
@@ -436,6 +436,9 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
     order_by_gain(&mut ranked);
     let mut generic = generic_findings(profile, &attr);
     generic.extend(generic_found);
+    if let Some(f) = driver_without_wire(&ctx, driver_samples, opts.wire) {
+        generic.insert(0, f);
+    }
     let mut syscalls: Vec<(String, f64)> = match requests {
         Some(r) => {
             let scale = profile.meta.syscall_scale();
@@ -686,6 +689,39 @@ fn hottest_code(attr: &Attribution) -> Option<Finding> {
         f.frames.push(costs::FrameSamples { frame: l.name.clone(), samples: *n });
     }
     f.owner = Some(attr.layers[top].name.clone());
+    Some(f)
+}
+
+/// Share of the app's samples (less 2 standard errors) in database-driver frames from which
+/// [`driver_without_wire`] warns: 1%.
+pub const DRIVER_WITHOUT_WIRE_SHARE: f64 = 0.01;
+
+/// A warning when PostgreSQL driver frames ([`super::catalog::DB_DRIVER`]) hold at least
+/// [`DRIVER_WITHOUT_WIRE_SHARE`] of the app's samples but the wire capture decoded no
+/// PostgreSQL round trip: the database figures and the database costs are then missing, not
+/// zero.
+fn driver_without_wire(ctx: &costs::Ctx<'_>, driver_samples: u64, wire: Option<&WireSummary>) -> Option<Finding> {
+    let wire = wire?;
+    if wire.pg.round_trips > 0 {
+        return None;
+    }
+    let share = ctx.attr.app_share(driver_samples);
+    if share - 2.0 * ctx.attr.app_share_se(share) < DRIVER_WITHOUT_WIRE_SHARE {
+        return None;
+    }
+    let mut f = ctx.finding(
+        "database-traffic-not-decoded",
+        format!(
+            "database driver frames hold {:.1}% of the app's samples, but no PostgreSQL traffic was decoded: the database figures are missing, not zero",
+            100.0 * share
+        ),
+        Confidence::Medium,
+        driver_samples,
+        Vec::new(),
+    );
+    f.kind = FindingKind::Generic;
+    f.advice = "the wire capture decodes PostgreSQL over TCP without TLS, recognised on any port by its first bytes or by --db-port; a connection over TLS (sslmode=require), a Unix socket, or opened and idle for the whole run is not seen".into();
+    f.evidence.push(format!("{driver_samples} samples with a frame of the `{}` frame set; 0 PostgreSQL round trips decoded", super::catalog::DB_DRIVER));
     Some(f)
 }
 
