@@ -18,7 +18,8 @@
 //! other rows read `<insufficient privilege>` and are skipped.
 //!
 //! Cost on the server: one scan of the backends' shared status array per poll (no table, no
-//! lock beyond the status entries); measured in PERFORMANCE.md.
+//! lock beyond the status entries) and one round trip on the agent's own connection; not yet
+//! measured against the target's throughput.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
