@@ -105,6 +105,15 @@ fn pct_gain(x: f64) -> String {
     }
 }
 
+/// µs as `12.3 µs`, or `4.56 ms` from 1,000 µs on.
+fn duration_us(us: f64) -> String {
+    if us >= 1000.0 {
+        format!("{:.2} ms", us / 1e3)
+    } else {
+        format!("{us:.1} µs")
+    }
+}
+
 fn opt(x: Option<f64>, digits: usize) -> String {
     x.map_or("–".into(), |v| format!("{v:.digits$}"))
 }
@@ -303,13 +312,13 @@ fn endpoints_section(h: &mut String, runs: &[RunView]) {
         });
         let _ = write!(
             h,
-            r#"<p class="dbline"><strong>{:.2}</strong> database round trips per request{}, {:.2} pings, {:.2} transactions, {:.2} statement executions, {:.1} µs of round-trip time; over {} HTTP requests in {window}.</p>"#,
+            r#"<p class="dbline"><strong>{:.2}</strong> database round trips per request{}, {:.2} pings, {:.2} transactions, {:.2} statement executions, {} of round-trip time; over {} HTTP requests in {window}.</p>"#,
             p.round_trips,
             kinds.unwrap_or_default(),
             p.pings,
             p.transactions,
             p.statement_executions,
-            p.db_latency_ns / 1e3,
+            duration_us(p.db_latency_ns / 1e3),
             fmt_int(p.requests as f64),
         );
         if w.http.endpoints.len() > 1 {
@@ -734,7 +743,7 @@ table{border-collapse:collapse;margin:12px 0;background:#fff}td,th{border:1px so
 pre{background:#fff;border:1px solid #e3e3e3;border-radius:8px;padding:10px;overflow:auto;font-size:12px}.warn{color:#b45309;font-weight:600}.note{color:#666;font-size:13px}\
 nav{margin:8px 0 0;font-size:14px}nav a{color:#2563eb;text-decoration:none}code{font:12.5px ui-monospace,SFMono-Regular,Menlo,monospace;background:#f1f1f1;border-radius:3px;padding:0 3px}\
 table.findings{width:100%}table.findings td,table.findings th{vertical-align:top}table.findings td.cost{text-align:left;width:55%}\
-table.findings tr.run th{text-align:left;background:#f3f4f6;font-weight:600}.runinfo{font-weight:400;color:#555;font-size:13px}\
+table.findings th:nth-child(2),table.findings th:nth-child(3),table.findings td:nth-child(3){text-align:left}table.findings tr.run th{text-align:left;background:#f3f4f6;font-weight:600}.runinfo{font-weight:400;color:#555;font-size:13px}\
 table.findings td.gain{font-weight:700}td.rank{text-align:right}.conf-high{color:#166534}.conf-medium{color:#92400e}.conf-low{color:#6b7280}\
 summary{cursor:pointer}.evidence{margin:6px 0 4px;font-size:13px}.evidence ul{margin:4px 0;padding-left:18px}.evidence dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 10px;margin:6px 0}\
 .evidence dt{color:#555}.evidence dd{margin:0}table.frames{margin:4px 0;font-size:12px}table.frames td:last-child{text-align:left}.se{color:#777;font-size:12px}.us{color:#555;font-size:12px}\
@@ -749,6 +758,33 @@ mod tests {
     #[test]
     fn escapes_markup() {
         assert_eq!(escape(r#"<a href="x">&'"#), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
+    }
+
+    #[test]
+    fn backticks_become_code_and_markup_is_escaped() {
+        assert_eq!(inline("the pool's `acquire` <fast>"), "the pool&#39;s <code>acquire</code> &lt;fast&gt;");
+        assert_eq!(inline("`a` and `b`"), "<code>a</code> and <code>b</code>");
+        assert_eq!(duration_us(999.94), "999.9 µs");
+        assert_eq!(duration_us(27003.4), "27.00 ms");
+        assert_eq!(pct_gain(f64::INFINITY), "∞");
+        assert_eq!(pct_gain(20.324), "+20.3%");
+    }
+
+    #[test]
+    fn a_run_without_a_readable_ranking_says_why_in_one_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = RunView::load("json", "GET /json", "json", dir.path());
+        let e = v.ranking.unwrap_err();
+        assert!(e.starts_with(&format!("cannot read {}: ", dir.path().join("json/ranking.json").display())), "{e}");
+        assert!(v.wire.is_none());
+        std::fs::create_dir(dir.path().join("json")).unwrap();
+        std::fs::write(dir.path().join("json/ranking.json"), "{\"schema_version\": 1}").unwrap();
+        let e = RunView::load("json", "GET /json", "json", dir.path()).ranking.unwrap_err();
+        assert!(e.contains("json/ranking.json: not a ranking: missing field"), "{e}");
+        assert!(!e.contains('\n'));
+        let mut page = String::new();
+        findings_section(&mut page, &[RunView::load("json", "GET /json", "json", dir.path())]);
+        assert!(page.contains(r#"<td colspan="7" class="warn">No ranking: "#), "{page}");
     }
 
     #[test]
