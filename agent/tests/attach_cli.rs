@@ -28,10 +28,15 @@ fn attach_by_pid_writes_the_report() {
     assert!(stdout.contains(&format!("profile of pid {}", child.pid())), "{stdout}");
     assert!(stdout.contains("on-CPU samples:"), "no summary:\n{stdout}");
     assert!(stdout.contains(&format!("files: {}", out.path().display())), "{stdout}");
-    for file in ["profile.json", "flamegraph.svg", "stacks.folded", "offcpu.svg"] {
+    for file in ["profile.json", "flamegraph.svg", "stacks.folded", "offcpu.svg", "index.html"] {
         let path = out.path().join(file);
         assert!(path.is_file() && std::fs::metadata(&path).unwrap().len() > 0, "{file} missing or empty");
     }
+    // The report page: the findings table with this target's run, then both flamegraphs
+    // beside it (report_page.rs checks the page in a browser).
+    let page = std::fs::read_to_string(out.path().join("index.html")).unwrap();
+    assert!(page.contains(&format!(r#"<tr class="run"><th colspan="7">pid {} "#, child.pid())), "no run row in the findings table");
+    assert!(page.contains(r#"data="flamegraph.svg""#) && page.contains(r#"data="offcpu.svg""#), "flamegraphs not embedded");
     // A busy loop never blocks: the off-CPU stacks exist and are empty.
     assert!(out.path().join("offcpu.folded").is_file());
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(out.path().join("profile.json")).unwrap()).unwrap();

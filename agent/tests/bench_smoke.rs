@@ -72,7 +72,12 @@ fn bench_smoke_measures_and_profiles_all_five_tests() {
     for class in ["bar rps", "bar p50", "bar p99", "bar app", "bar pg"] {
         assert!(dom.contains(&format!("class=\"{class}\"")), "the rendered DOM lacks bars of class {class}");
     }
-    assert_eq!(dom.matches("<object class=\"flamegraph\"").count(), 5, "one flamegraph per test");
+    assert_eq!(dom.matches("<object class=\"flamegraph on-cpu\"").count(), 5, "one on-CPU flamegraph per test");
+    assert_eq!(dom.matches("<object class=\"flamegraph off-cpu\"").count(), 5, "one off-CPU flamegraph per test");
+    // The findings come first: a run row per test in the findings table, before the charts.
+    assert_eq!(dom.matches("<tr class=\"run\">").count(), 5, "a findings group per test");
+    assert!(dom.find("<section id=\"findings\">").unwrap() < dom.find("<svg id=\"throughput\"").unwrap());
+    assert!(!dom.contains("| rank |") && !dom.contains("<pre class=\"ranking\">"), "the ranking as Markdown text");
     // Nothing left running: the container is gone.
     let ps = Command::new("docker").args(["ps", "-a", "--format", "{{.Names}}"]).output().unwrap();
     assert!(!String::from_utf8_lossy(&ps.stdout).lines().any(|n| n == "profiler-ci-bench"));

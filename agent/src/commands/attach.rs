@@ -3,7 +3,8 @@
 //! Loads the BPF programs ([`crate::collect`]), samples on-CPU stacks at `--frequency`,
 //! records off-CPU waits and syscall statistics for `--duration` seconds or until Ctrl-C or
 //! the target exits, then symbolizes ([`crate::symbolize`]), writes every rendered file
-//! ([`crate::render::write_all`]) into `--out` and prints the summary on stdout.
+//! ([`crate::render::write_all_with`]), the ranking and the report page `index.html`
+//! ([`crate::render::html::attach_page`]) into `--out` and prints the summary on stdout.
 //!
 //! Ctrl-C (SIGINT) or SIGTERM (`kill`, a container runtime stopping the agent) ends the
 //! collection early: what was collected is drained and written, and the profile says why it
@@ -86,6 +87,11 @@ pub struct Args {
     /// of the same name replaces the built-in one. Errors name the file and line.
     #[arg(long)]
     pub rules: Vec<PathBuf>,
+    /// Draw the full demangled Rust names in flamegraph frames. By default frames show short
+    /// names (module path and name, generics folded to `<…>`) and the full name is in each
+    /// frame's tooltip and search; the folded files always keep the full names.
+    #[arg(long)]
+    pub full_frame_names: bool,
     /// Output directory, created when missing. Default is `reports/<UTC timestamp>-<target>/`.
     #[arg(long, short)]
     pub out: Option<PathBuf>,
@@ -205,15 +211,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let profile = symbolize::symbolize(raw);
     // The symbolizer's caches were dropped with it: give their heap back (crate::memory).
     crate::memory::release_free();
-    let written = render::write_all(&profile, &out).with_context(|| format!("cannot write into {}", out.display()))?;
+    let render_opts = render::Options {
+        rules: Some(&rules),
+        flamegraph: render::flamegraph::Options { short_names: !args.full_frame_names, ..Default::default() },
+    };
+    let written = render::write_all_with(&profile, &out, &render_opts).with_context(|| format!("cannot write into {}", out.display()))?;
     for path in &written {
         tracing::info!(path = %path.display(), "wrote");
     }
     // The ranking: layers and named costs per request (requests from the wire capture, when it
     // saw HTTP traffic); the bounding resource is unknown without a load generator's figures.
     let ranking_opts = crate::attribute::RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: "" };
-    crate::attribute::write_ranking(&profile, None, crate::attribute::Bound::Unknown, &ranking_opts, &out)
+    let ranking = crate::attribute::write_ranking(&profile, None, crate::attribute::Bound::Unknown, &ranking_opts, &out)
         .with_context(|| format!("cannot write ranking.md into {}", out.display()))?;
+    let page = out.join("index.html");
+    crate::output::write_bytes_replacing(&page, render::html::attach_page(&profile, &ranking, &out))
+        .with_context(|| format!("cannot write {}", page.display()))?;
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(render::summary(&profile).as_bytes())?;
     // The rest of the footprint: what symbolizing and writing the reports cost.

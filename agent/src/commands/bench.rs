@@ -276,7 +276,7 @@ impl ProfileHook for AgentHook {
             // The symbolizer's caches were dropped with it: give their heap back, so that
             // this run's peak and the next run do not start from them (crate::memory).
             crate::memory::release_free();
-            render::write_all(&profile, &out).map_err(|e| format!("{e:#}"))?;
+            render::write_all_with(&profile, &out, &render::Options { rules: Some(&*rules), ..Default::default() }).map_err(|e| format!("{e:#}"))?;
             if let Some(c) = &call_counts {
                 c.write(&out).map_err(|e| format!("writing counters.json: {e}"))?;
             }
@@ -457,14 +457,10 @@ fn write_outputs(results: &BenchResults, out: &Path, rules: &crate::attribute::R
     crate::output::write_bytes_replacing(out.join("results.json"), json + "\n").with_context(|| format!("writing {}", out.join("results.json").display()))?;
     // Rankings per test (with wrk's request count and the measured bound) and the combined
     // ranking.md; a failure here leaves the measurements intact.
-    let ranking = match crate::attribute::write_bench_rankings(results, out, rules) {
-        Ok(_) => std::fs::read_to_string(out.join("ranking.md")).ok(),
-        Err(e) => {
-            eprintln!("bench: could not write the rankings: {e}");
-            None
-        }
-    };
-    let html = render::html::bench_page(results, ranking.as_deref(), out);
+    if let Err(e) = crate::attribute::write_bench_rankings(results, out, rules) {
+        eprintln!("bench: could not write the rankings: {e}");
+    }
+    let html = render::html::bench_page(results, out);
     crate::output::write_bytes_replacing(out.join("index.html"), html).with_context(|| format!("writing {}", out.join("index.html").display()))?;
     Ok(())
 }

@@ -12,9 +12,16 @@
 //!   [`crate::wire::WireSummary`] (HTTP requests per endpoint, PostgreSQL round trips, pings,
 //!   statement shapes, transactions), its figures per HTTP request, and the kernel side's
 //!   counters ([`crate::profile::WireCaptureReport`]).
+//!
+//! The flamegraphs draw frames with short Rust names and colour them by layer category
+//! ([`flamegraph::Options`], both on by default; the folded files keep the full names).
+//! `index.html`, the page that shows all of it, is written by the commands
+//! ([`html::attach_page`], [`html::bench_page`]): it needs the ranking, which needs the run's
+//! rules and counters.
 
 pub mod flamegraph;
 pub mod html;
+pub mod names;
 pub mod summary;
 pub mod syscalls;
 
@@ -24,6 +31,7 @@ use std::path::{Path, PathBuf};
 
 pub use summary::summary;
 
+use crate::attribute::RuleSet;
 use crate::profile::folded::{self, Weight};
 use crate::profile::pprof::{self, Kind};
 use crate::profile::{self, Profile};
@@ -117,13 +125,32 @@ fn subtitle(profile: &Profile, off_cpu: bool) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
+/// How [`write_all_with`] renders.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options<'a> {
+    /// The rules whose layers colour the flamegraphs' frames. Default is `None`: the built-in
+    /// catalog.
+    pub rules: Option<&'a RuleSet>,
+    /// Frame names and colours of the flamegraphs. Default is [`flamegraph::Options::default`]
+    /// (short names, layer colours).
+    pub flamegraph: flamegraph::Options,
+}
+
 /// Writes every rendered file (see the module docs) into `out`, creating it when missing,
-/// and returns the paths written, in the order above.
+/// and returns the paths written, in the order above. Flamegraphs as [`Options::default`].
 ///
 /// # Errors
 /// [`RenderError::CreateDir`] when `out` cannot be created, [`RenderError::Write`] or
 /// [`RenderError::Json`] when a file cannot be written.
 pub fn write_all(profile: &Profile, out: &Path) -> Result<Vec<PathBuf>, RenderError> {
+    write_all_with(profile, out, &Options::default())
+}
+
+/// [`write_all`] with `options`.
+///
+/// # Errors
+/// As [`write_all`].
+pub fn write_all_with(profile: &Profile, out: &Path, options: &Options<'_>) -> Result<Vec<PathBuf>, RenderError> {
     std::fs::create_dir_all(out).map_err(|source| RenderError::CreateDir {
         path: out.to_path_buf(),
         source,
@@ -133,7 +160,7 @@ pub fn write_all(profile: &Profile, out: &Path) -> Result<Vec<PathBuf>, RenderEr
     // written after the collection, when the CPUs are the agent's (PERFORMANCE.md).
     std::thread::scope(|scope| {
         let side = scope.spawn(|| write_json_and_pprof(profile, out));
-        let flamegraphs = write_folded_and_flamegraphs(profile, out);
+        let flamegraphs = write_folded_and_flamegraphs(profile, out, options);
         let side = side.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         let (mut written, pprofs) = side?;
         let (folded_and_svgs, rest) = (flamegraphs?, write_syscalls_and_wire(profile, out)?);
@@ -159,8 +186,13 @@ fn write_json_and_pprof(profile: &Profile, out: &Path) -> Result<(Vec<PathBuf>, 
 }
 
 /// The folded stacks and flamegraph of on-CPU samples, then of off-CPU time.
-fn write_folded_and_flamegraphs(profile: &Profile, out: &Path) -> Result<Vec<PathBuf>, RenderError> {
+fn write_folded_and_flamegraphs(profile: &Profile, out: &Path, options: &Options<'_>) -> Result<Vec<PathBuf>, RenderError> {
     let mut written = Vec::new();
+    let fg = options.flamegraph;
+    let styles = (fg.short_names || fg.layer_colours).then(|| match options.rules {
+        Some(rules) => flamegraph::FrameStyles::of(profile, rules),
+        None => flamegraph::FrameStyles::of(profile, &RuleSet::builtin()),
+    });
     for off_cpu in [false, true] {
         let (counts, options, folded_name, svg_name, style, title) = if off_cpu {
             (
@@ -201,9 +233,13 @@ fn write_folded_and_flamegraphs(profile: &Profile, out: &Path) -> Result<Vec<Pat
             }
             Ok(())
         })?);
-        let sub = subtitle(profile, off_cpu);
+        let mut sub = subtitle(profile, off_cpu);
+        if fg.layer_colours {
+            let note = "colour: layer category (legend in index.html)";
+            sub = Some(sub.map_or(note.to_string(), |s| format!("{s}; {note}")));
+        }
         written.push(write_file(out.join(svg_name), |w| {
-            flamegraph::write_svg(&lines, style, &title, sub.as_deref(), w)
+            flamegraph::write_svg_styled(&lines, style, &title, sub.as_deref(), styles.as_ref(), fg, w)
         })?);
     }
 
