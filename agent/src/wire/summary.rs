@@ -737,13 +737,25 @@ impl SummaryBuilder {
     }
 
     pub(crate) fn build(&self, pg: PgDecodeStats, http: HttpDecodeStats) -> WireSummary {
-        let mut endpoints: Vec<EndpointStats> = self
-            .endpoints
-            .iter()
-            .map(|(k, a)| EndpointStats {
-                endpoint: k.clone(),
+        let keys: Vec<&str> = self.endpoints.keys().map(String::as_str).collect();
+        let template = collapse_varying_segments(&keys);
+        let name = |k: &str| template.get(k).cloned().unwrap_or_else(|| k.to_string());
+        let mut merged: HashMap<String, (EndpointAcc, u64)> = HashMap::new();
+        for (k, a) in &self.endpoints {
+            let e = &mut merged.entry(name(k)).or_default().0;
+            e.requests += a.requests;
+            for (st, n) in &a.statuses {
+                *e.statuses.entry(*st).or_default() += n;
+            }
+            e.paired += a.paired;
+            e.latency += a.latency;
+        }
+        let mut endpoints: Vec<EndpointStats> = merged
+            .into_iter()
+            .map(|(k, (a, _))| EndpointStats {
+                endpoint: k,
                 requests: a.requests,
-                statuses: a.statuses.clone(),
+                statuses: a.statuses,
                 latency_total_ns: a.latency,
                 latency_mean_ns: a.latency.checked_div(a.paired).unwrap_or(0),
             })
@@ -770,10 +782,127 @@ impl SummaryBuilder {
         pgs.round_trip_latency_mean_ns =
             pgs.round_trip_latency_total_ns.checked_div(pgs.round_trips_answered).unwrap_or(0);
         pgs.decode = pg;
+        let mut steady = self.timeline.as_ref().and_then(|t| t.steady());
+        if let Some(w) = steady.as_mut() {
+            let mut by: BTreeMap<String, u64> = BTreeMap::new();
+            for (k, n) in std::mem::take(&mut w.endpoints) {
+                *by.entry(name(&k)).or_default() += n;
+            }
+            w.endpoints = by.into_iter().collect();
+            w.endpoints.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        }
         WireSummary {
             http: HttpSummary { requests: self.http_requests, responses: self.http_responses, endpoints, decode: http },
             pg: pgs,
-            steady: self.timeline.as_ref().and_then(|t| t.steady()),
+            steady,
         }
+    }
+}
+
+/// Fewest distinct data-like values (a digit, `-`, `_`, `.`, `%`, `@` or `~` in them: slugs,
+/// names with a number, e-mail addresses) a path segment must take, among endpoints equal
+/// everywhere else, to become `{param}` ([`collapse_varying_segments`]).
+pub const COLLAPSE_MIN_VALUES: usize = 10;
+/// Distinct values from which every value of the segment becomes `{param}`, data-like or not
+/// (usernames of letters only).
+pub const COLLAPSE_ALL_VALUES: usize = 50;
+
+/// Whether a path segment looks like data rather than a route name: see [`COLLAPSE_MIN_VALUES`].
+fn data_like(seg: &str) -> bool {
+    seg.bytes().any(|b| b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.' | b'%' | b'@' | b'~'))
+}
+
+/// Route templates for path segments that vary: endpoint keys (`METHOD /a/b?q`) that agree on
+/// the method, the query keys and every path segment but one, where that one takes at least
+/// [`COLLAPSE_MIN_VALUES`] data-like values (or [`COLLAPSE_ALL_VALUES`] values of any kind),
+/// map to the key with that segment as `{param}` (slugs, names: what
+/// [`super::http::template_target`] cannot tell from one request); route names beside them
+/// (`/articles/feed`) stay. The first segment is never collapsed. Positions are collapsed from
+/// the last segment to the first, so `/a/{param}/b/{param}` can result.
+/// Returns only the keys that change.
+pub fn collapse_varying_segments(keys: &[&str]) -> HashMap<String, String> {
+    // (method, segments, query) per key; the templated form is rewritten in place.
+    let mut parts: Vec<(String, Vec<String>, String)> = keys
+        .iter()
+        .map(|k| {
+            let (method, target) = k.split_once(' ').unwrap_or(("", k));
+            let (path, query) = match target.split_once('?') {
+                Some((p, q)) => (p, format!("?{q}")),
+                None => (target, String::new()),
+            };
+            (method.to_string(), path.split('/').map(str::to_string).collect(), query)
+        })
+        .collect();
+    let longest = parts.iter().map(|p| p.1.len()).max().unwrap_or(0);
+    for pos in (2..longest).rev() {
+        // Group by everything but the segment at `pos`.
+        let mut groups: HashMap<(String, Vec<String>, String, usize), Vec<usize>> = HashMap::new();
+        for (i, (m, segs, q)) in parts.iter().enumerate() {
+            if segs.len() <= pos || segs[pos].is_empty() || segs[pos].starts_with('{') {
+                continue;
+            }
+            let mut rest = segs.clone();
+            rest[pos].clear();
+            groups.entry((m.clone(), rest, q.clone(), segs.len())).or_default().push(i);
+        }
+        for members in groups.into_values() {
+            let distinct: std::collections::HashSet<&str> = members.iter().map(|&i| parts[i].1[pos].as_str()).collect();
+            let data: Vec<usize> = members.iter().copied().filter(|&i| data_like(&parts[i].1[pos])).collect();
+            let data_distinct: std::collections::HashSet<&str> = data.iter().map(|&i| parts[i].1[pos].as_str()).collect();
+            let chosen = if distinct.len() >= COLLAPSE_ALL_VALUES {
+                members
+            } else if data_distinct.len() >= COLLAPSE_MIN_VALUES {
+                data
+            } else {
+                continue;
+            };
+            for i in chosen {
+                parts[i].1[pos] = "{param}".to_string();
+            }
+        }
+    }
+    keys.iter()
+        .zip(parts)
+        .filter_map(|(k, (m, segs, q))| {
+            let t = if m.is_empty() { format!("{}{q}", segs.join("/")) } else { format!("{m} {}{q}", segs.join("/")) };
+            (t != *k).then(|| (k.to_string(), t))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod collapse_tests {
+    use super::*;
+
+    #[test]
+    fn slugs_become_a_parameter_and_fixed_routes_stay() {
+        let mut keys: Vec<String> = (0..12).map(|i| format!("GET /api/articles/how-to-train-dragon-{i}")).collect();
+        keys.extend((0..12).map(|i| format!("GET /api/articles/slug-{i}/comments")));
+        keys.push("GET /api/articles/feed".into());
+        keys.push("GET /api/tags".into());
+        keys.push("POST /api/articles/slug-1/favorite".into());
+        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let m = collapse_varying_segments(&refs);
+        assert_eq!(m["GET /api/articles/how-to-train-dragon-3"], "GET /api/articles/{param}");
+        // A route name beside the slugs stays.
+        assert!(!m.contains_key("GET /api/articles/feed"));
+        assert_eq!(m["GET /api/articles/slug-7/comments"], "GET /api/articles/{param}/comments");
+        assert!(!m.contains_key("GET /api/tags"));
+        assert!(!m.contains_key("POST /api/articles/slug-1/favorite"), "one value is not a parameter");
+    }
+
+    #[test]
+    fn few_values_stay_apart() {
+        let keys = ["GET /db", "GET /json", "GET /queries?queries", "GET /api/deals/{id}", "POST /api/deals"];
+        assert!(collapse_varying_segments(&keys).is_empty());
+        // Twelve resources under /api are route names, not a parameter; neither are top-level routes.
+        let names = ["users", "orders", "items", "carts", "tags", "reviews", "stores", "coupons", "invoices", "refunds", "teams", "roles"];
+        let keys: Vec<String> = names.iter().map(|n| format!("GET /api/{n}")).chain(names.iter().map(|n| format!("GET /{n}-v2"))).collect();
+        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        assert!(collapse_varying_segments(&refs).is_empty());
+        // Fifty usernames of letters only are.
+        let keys: Vec<String> = (0..50u8).map(|i| format!("GET /profiles/user{}", (b'a' + i % 26) as char).repeat(1) + &"x".repeat(usize::from(i / 26) + 1)).collect();
+        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        assert_eq!(collapse_varying_segments(&refs).len(), 50);
     }
 }
