@@ -98,8 +98,9 @@ struct syscall_stat {
 	__u64 eagain;    /* calls that returned -EAGAIN */
 	__u64 total_ns;  /* sum of entry-to-exit latencies, ns */
 	__u64 latency_log2_ns[LATENCY_BUCKETS];
+	__u64 bytes;     /* sum of the positive return values: the bytes moved by read/write-like calls */
 };
-_Static_assert(sizeof(struct syscall_stat) == 32 + 8 * LATENCY_BUCKETS, "syscall_stat size");
+_Static_assert(sizeof(struct syscall_stat) == 40 + 8 * LATENCY_BUCKETS, "syscall_stat size");
 
 /* Task-local storage of the syscall programs: the open syscall of the thread. */
 struct syscall_entry {

@@ -235,6 +235,8 @@ pub struct SyscallStat {
     pub total_ns: u64,
     /// `latency_log2_ns[i]`: calls with latency in `[2^i, 2^(i+1))` ns.
     pub latency_log2_ns: [u64; LATENCY_BUCKETS],
+    /// Sum of the positive return values: for the read and write families, bytes moved.
+    pub bytes: u64,
 }
 
 /// `struct syscall_entry`: task-local storage of the syscall programs.
@@ -259,7 +261,7 @@ const _: () = assert!(size_of::<OffcpuValue>() == 16);
 const _: () = assert!(offset_of!(OffcpuValue, total_ns) == 8);
 const _: () = assert!(size_of::<OffcpuStart>() == 40);
 const _: () = assert!(offset_of!(OffcpuStart, key) == 8);
-const _: () = assert!(size_of::<SyscallStat>() == 32 + 8 * LATENCY_BUCKETS);
+const _: () = assert!(size_of::<SyscallStat>() == 40 + 8 * LATENCY_BUCKETS);
 const _: () = assert!(offset_of!(SyscallStat, total_ns) == 24);
 const _: () = assert!(offset_of!(SyscallStat, latency_log2_ns) == 32);
 const _: () = assert!(size_of::<SyscallEntry>() == 16);

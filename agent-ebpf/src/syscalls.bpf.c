@@ -132,6 +132,8 @@ int on_sys_exit(__u64 *ctx)
 			stat->errors += 1;
 			if (ret == -EAGAIN)
 				stat->eagain += 1;
+		} else {
+			stat->bytes += ret;
 		}
 		stat->latency_log2_ns[log2_bucket(delta)] += 1;
 	}

@@ -55,6 +55,7 @@
 //! [cost.syscalls]                    # syscall counts (optional)
 //! names = ["write"]                  # quoted per request in the evidence
 //! min_per_request = 0.5              # gates only when given: their sum per request at least this
+//! max_bytes_per_call = 64.0          # ... and the mean bytes moved per successful call of `names` at most this
 //!
 //! [cost.statements]                  # database statements per HTTP request, from the wire (optional)
 //! min_executions_per_request = 5.0   # fires when one statement shape runs at least this often per request
@@ -69,7 +70,8 @@
 //! `title` and `advice` may quote the finding's figures: `{cpu_us}` (sampled CPU µs per
 //! request), `{share}` (% of the app's samples), `{blocked_us}` (µs switched out per request),
 //! `{waits}` (waits per request), `{mean_wait_us}`, `{caller}` (the top caller frame) and
-//! `{syscalls.NAME}` (calls of NAME per request), `{statement}` (the statement shape that
+//! `{syscalls.NAME}` (calls of NAME per request), `{bytes_per_call.NAME}` (mean bytes per
+//! successful call of NAME), `{statement}` (the statement shape that
 //! fired, as text) and `{executions}` (its executions per request); an unknown figure reads `?`.
 //!
 //! A fingerprint that a predicate cannot say keeps a Rust detector: `detector = "NAME"` (one of
@@ -180,6 +182,9 @@ pub struct SyscallPredicate {
     pub names: Vec<String>,
     /// Gates when given: the calls of `names` per request, summed, at least this.
     pub min_per_request: Option<f64>,
+    /// With `min_per_request`: the mean bytes per successful call of `names` (calls and bytes
+    /// summed) must be at most this.
+    pub max_bytes_per_call: Option<f64>,
 }
 
 /// The statement section of a [`CostRule`]: one statement shape (merged across connections)
@@ -310,6 +315,8 @@ struct SyscallsToml {
     names: Vec<String>,
     #[serde(default)]
     min_per_request: Option<f64>,
+    #[serde(default)]
+    max_bytes_per_call: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -486,7 +493,10 @@ pub(super) fn parse_cost(
             if o.names.is_empty() {
                 return Err(err(Some(s.span()), format!("cost `{id}`: syscalls.names is empty")));
             }
-            Some(SyscallPredicate { names: o.names.clone(), min_per_request: o.min_per_request })
+            if o.max_bytes_per_call.is_some() && o.min_per_request.is_none() {
+                return Err(err(Some(s.span()), format!("cost `{id}`: syscalls.max_bytes_per_call needs min_per_request")));
+            }
+            Some(SyscallPredicate { names: o.names.clone(), min_per_request: o.min_per_request, max_bytes_per_call: o.max_bytes_per_call })
         }
     };
     let statements = match &c.statements {
@@ -520,7 +530,7 @@ pub(super) fn parse_cost(
 
 /// The figures a title or advice may quote (`{syscalls.NAME}` besides).
 pub const FIGURES: &[&str] =
-    &["cpu_us", "share", "blocked_us", "waits", "mean_wait_us", "caller", "syscalls.NAME", "statement", "executions"];
+    &["cpu_us", "share", "blocked_us", "waits", "mean_wait_us", "caller", "syscalls.NAME", "bytes_per_call.NAME", "statement", "executions"];
 
 /// The first `{name}` of a template that is not one of [`FIGURES`].
 fn unknown_placeholder(template: &str) -> Option<String> {
@@ -528,7 +538,8 @@ fn unknown_placeholder(template: &str) -> Option<String> {
     while let Some(start) = rest.find('{') {
         let end = rest[start..].find('}')? + start;
         let name = &rest[start + 1..end];
-        if !(FIGURES.contains(&name) || name.strip_prefix("syscalls.").is_some_and(|n| !n.is_empty())) {
+        let named = |prefix: &str| name.strip_prefix(prefix).is_some_and(|n| !n.is_empty());
+        if !(FIGURES.contains(&name) || named("syscalls.") || named("bytes_per_call.")) {
             return Some(name.to_string());
         }
         rest = &rest[end + 1..];

@@ -147,7 +147,8 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
         let per: BTreeMap<String, f64> =
             p.names.iter().filter_map(|n| Some((n.clone(), ctx.per_request(ctx.syscall_count(n).unwrap_or(0) as f64)?))).collect();
         let sum: f64 = per.values().sum();
-        (sum, per, p.min_per_request.is_some_and(|m| ctx.attr.requests.is_some() && sum >= m))
+        let small = p.max_bytes_per_call.is_none_or(|max| bytes_per_call(ctx, &p.names).is_some_and(|b| b <= max));
+        (sum, per, small && p.min_per_request.is_some_and(|m| ctx.attr.requests.is_some() && sum >= m))
     });
     let stmt = rule.statements.as_ref().map(|p| statements(ctx, p));
     let mut gates: Vec<bool> = Vec::new();
@@ -229,6 +230,20 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
         for (n, v) in per {
             figures.insert(format!("syscalls.{n}"), num(*v));
             f.counts_per_request.insert(format!("syscalls.{n}"), *v);
+            if let Some(b) = ctx.profile.syscalls.iter().find(|s| &s.name == n).and_then(crate::profile::SyscallStat::bytes_per_call) {
+                figures.insert(format!("bytes_per_call.{n}"), num(b));
+                f.counts_per_request.insert(format!("bytes_per_call.{n}"), b);
+            }
+        }
+        let with_bytes: Vec<String> = per
+            .keys()
+            .filter_map(|n| {
+                let s = ctx.profile.syscalls.iter().find(|s| &s.name == n)?;
+                Some(format!("{n} {:.1}", s.bytes_per_call()?))
+            })
+            .collect();
+        if !with_bytes.is_empty() {
+            f.evidence.push(format!("mean bytes per successful call: {}", with_bytes.join(", ")));
         }
         if !per.is_empty() {
             let list: Vec<String> = per.iter().map(|(n, v)| format!("{n} {v:.2}")).collect();
@@ -273,6 +288,17 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
     f.advice = super::catalog::fill(&rule.advice, &fig);
     f.evidence.push(format!("fingerprint `{}` from {}", rule.id, rule.origin));
     Some((f, on.map(|o| o.stacks).unwrap_or_default()))
+}
+
+/// Mean bytes per successful call of the syscalls `names`, calls and bytes summed over them.
+fn bytes_per_call(ctx: &Ctx<'_>, names: &[String]) -> Option<f64> {
+    let (mut bytes, mut calls) = (0u64, 0u64);
+    for s in ctx.profile.syscalls.iter().filter(|s| names.contains(&s.name)) {
+        s.bytes_per_call()?;
+        bytes += s.bytes;
+        calls += s.count.saturating_sub(s.errors);
+    }
+    (calls > 0).then(|| bytes as f64 / calls as f64)
 }
 
 /// The statement shape a [`StatementPredicate`] fired on.

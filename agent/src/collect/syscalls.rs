@@ -166,6 +166,7 @@ fn drain(ebpf: &Ebpf) -> Result<Vec<SyscallStat>, CollectError> {
             sum.errors += cpu.errors;
             sum.eagain += cpu.eagain;
             sum.total_ns += cpu.total_ns;
+            sum.bytes += cpu.bytes;
             for (total, bucket) in sum.latency_log2_ns.iter_mut().zip(cpu.latency_log2_ns) {
                 *total += bucket;
             }

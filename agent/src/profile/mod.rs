@@ -303,6 +303,29 @@ pub struct SyscallStat {
     pub total_ns: u64,
     /// Latency histogram: `latency_log2_ns[i]` counts calls with latency in `[2^i, 2^(i+1))` ns.
     pub latency_log2_ns: Vec<u64>,
+    /// Sum of the positive return values. For the read and write families (`read`, `recvfrom`,
+    /// `write`, `sendto`, ...) the bytes they moved, so `bytes / (count - errors)` is the mean
+    /// bytes per successful call ([`SyscallStat::bytes_per_call`]); meaningless for others. 0 in
+    /// profiles written before it was counted.
+    #[serde(default)]
+    pub bytes: u64,
+}
+
+/// The syscalls whose positive return value is the bytes they moved (their man pages'
+/// RETURN VALUE): the read and write families, sockets included.
+pub const BYTE_SYSCALLS: &[&str] = &[
+    "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2", "pwritev2", "recvfrom",
+    "sendto", "recvmsg", "sendmsg", "sendfile", "splice", "copy_file_range",
+];
+
+impl SyscallStat {
+    /// Mean bytes moved per successful call (`bytes / (count - errors)`) of a syscall of
+    /// [`BYTE_SYSCALLS`]; `None` for other syscalls, without a successful call, or without a
+    /// byte count (profiles written before it was counted).
+    pub fn bytes_per_call(&self) -> Option<f64> {
+        let ok = self.count.saturating_sub(self.errors);
+        (BYTE_SYSCALLS.contains(&self.name.as_str()) && ok > 0 && self.bytes > 0).then(|| self.bytes as f64 / ok as f64)
+    }
 }
 
 /// A process of the target, as seen when it was first sampled.

@@ -52,6 +52,10 @@ pub struct SyscallReport {
     pub p99_latency_ns: Option<f64>,
     /// The histogram: entry `i` counts calls with latency in `[2^i, 2^(i+1))` ns.
     pub latency_log2_ns: Vec<u64>,
+    /// Mean bytes moved per successful call, for the read and write families
+    /// ([`crate::profile::SyscallStat::bytes_per_call`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_per_call: Option<f64>,
 }
 
 /// The whole `syscalls.json`.
@@ -121,6 +125,7 @@ pub fn syscall_report(stat: &SyscallStat, duration_ns: u64, scale: f64) -> Sysca
         p50_latency_ns: log2_quantile(&stat.latency_log2_ns, 0.5),
         p99_latency_ns: log2_quantile(&stat.latency_log2_ns, 0.99),
         latency_log2_ns: stat.latency_log2_ns.clone(),
+        bytes_per_call: stat.bytes_per_call(),
     }
 }
 
@@ -173,8 +178,11 @@ mod tests {
             eagain: 2,
             total_ns: 1_000,
             latency_log2_ns: vec![],
+            bytes: 96,
         };
         let r = syscall_report(&stat, 500_000_000, 1.0);
+        // 6 successful reads moved 96 bytes.
+        assert_eq!(r.bytes_per_call, Some(16.0));
         assert_eq!((r.calls_per_sec, r.errors_per_sec, r.eagain_per_sec), (20.0, 8.0, 4.0));
         assert_eq!(r.mean_latency_ns, Some(100.0));
         assert_eq!(r.p50_latency_ns, None);
