@@ -7,7 +7,8 @@
 //! - the crate, the last two modules or types and the function: at most four path segments,
 //!   the middle ones replaced by `…` (`tokio::…::worker::Context::run_task`);
 //! - generic arguments folded to `<…>` (`RawVec<…>::grow_one`);
-//! - `<impl Trait for Type>` and `<Type as Trait>` segments as the type's own last segment;
+//! - `<impl Trait for Type>` and `<Type as Trait>` segments as the type's own last segment,
+//!   without a reference (`&`, `&mut `); a method of a trait object as `dyn Trait<…>::method`;
 //! - closures and async blocks as `{closure}`, `{async block}`, `{async fn}`, impl blocks as
 //!   `{impl}`, without their index (`{closure#0}`, `{{closure}}`, `{async_block_env#1}`).
 //!
@@ -39,9 +40,19 @@ pub fn shorten(path: &str) -> String {
         return path.to_string();
     }
     let path = strip_hash(path);
+    // `<&T as Trait>::m` reads `&T::m`: the reference is in the full name.
+    let path = path.strip_prefix("&mut ").or_else(|| path.strip_prefix('&')).unwrap_or(path);
     let mut segments: Vec<String> = split_segments(path).into_iter().map(|s| normalize(&s)).filter(|s| !s.is_empty()).collect();
     if segments.is_empty() {
         return path.to_string();
+    }
+    // `dyn A + B + C::m` (a method of a trait object): its first bound's type and the method.
+    if path.starts_with("dyn ") {
+        if let Some(first) = segments.iter().position(|s| s.contains(" + ")) {
+            let ty = segments[first].split(" + ").next().unwrap_or("").to_string();
+            let method = segments.last().cloned().unwrap_or_default();
+            return format!("dyn {ty}::{method}");
+        }
     }
     let tail = segments.iter().rev().take_while(|s| s.starts_with('{')).count();
     let core_len = segments.len() - tail;
@@ -221,6 +232,8 @@ mod tests {
                 "http_body_util::boxed_unsync<…>",
             ),
             ("core::ops::function::FnOnce::call_once{{vtable.shim}}", "core::…::function::FnOnce::call_once{shim}"),
+            // `<&TcpStream as Write>::write_vectored`: the reference dropped.
+            ("&mio::net::tcp::stream::TcpStream::write_vectored", "mio::…::stream::TcpStream::write_vectored"),
             // A primitive's impl (`<usize as Display>::fmt`) and a slice type.
             ("usize::fmt", "usize::fmt"),
             ("[(K,V); N]::into_response_parts", "[(K,V); N]::into_response_parts"),
@@ -258,6 +271,15 @@ mod tests {
             assert!(s.chars().count() <= full.chars().count(), "{full} -> {s}");
             assert!(!s.contains("::<") && !s.contains("<<"), "{} -> {s}", f.function);
         }
+    }
+
+    /// A method of a trait object, `<&dyn Fn<…> + Sync + RefUnwindSafe as FnOnce<()>>::call_once`
+    /// (std's `lang_start`, in the recorded profiles).
+    #[test]
+    fn trait_objects() {
+        let full = "<&dyn core::ops::function::Fn<(), Output = i32> + core::marker::Sync + core::panic::unwind_safe::RefUnwindSafe as core::ops::function::FnOnce<()>>::call_once";
+        let path = crate::attribute::rules::strip_impl(full);
+        assert_eq!(shorten(&path), "dyn Fn<…>::call_once", "{path}");
     }
 
     #[test]
