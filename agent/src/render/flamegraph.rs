@@ -118,8 +118,21 @@ impl FrameStyles {
     /// layer under `rules` ([`Attribution::frame_owner`]: the rule's layer, else the crate's),
     /// `kernel` for kernel frames no rule claims and [`HELPER_CATEGORY`] for the other
     /// transparent frames. When frames of one folded name differ (rare), the first wins.
+    ///
+    /// Stacks that name frames the profile does not have (a hand-edited file; they fold as
+    /// `[invalid]`) are attributed without those frames.
     pub fn of(profile: &Profile, rules: &RuleSet) -> FrameStyles {
-        let attr = Attribution::new(profile, rules, None);
+        let n = profile.frames.len();
+        let valid = profile.stacks.iter().all(|s| s.frames.iter().all(|&f| (f as usize) < n));
+        let attr = if valid {
+            Attribution::new(profile, rules, None)
+        } else {
+            let mut clean = profile.clone();
+            for s in &mut clean.stacks {
+                s.frames.retain(|&f| (f as usize) < n);
+            }
+            Attribution::new(&clean, rules, None)
+        };
         let mut by_name = HashMap::with_capacity(profile.frames.len());
         for (i, f) in profile.frames.iter().enumerate() {
             let name = crate::profile::folded::frame_name(f);
