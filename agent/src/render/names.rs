@@ -107,7 +107,13 @@ fn split_segments(path: &str) -> Vec<String> {
             let close = matching_angle(b, i);
             let inner = path.get(i + 1..close).unwrap_or("");
             if cur.trim().is_empty() && nest == 0 {
-                cur = qualified_type(inner);
+                if inner.starts_with("impl ") || top_level_split(inner, " as ").is_some() || top_level_split(inner, ", ").is_none() {
+                    cur = qualified_type(inner);
+                } else {
+                    // `f::<A, B>`: the generic arguments of the segment before.
+                    cur = segments.pop().unwrap_or_default();
+                    cur.push_str("<…>");
+                }
             } else {
                 cur.push_str("<…>");
             }
@@ -241,6 +247,11 @@ mod tests {
             ("mi_page_malloc_zero", "mi_page_malloc_zero"),
             ("__GI___pthread_disable_asynccancel", "__GI___pthread_disable_asynccancel"),
             ("[unknown] (libc.so.6)", "[unknown] (libc.so.6)"),
+            // Generic arguments as a segment of their own (`signed::<i128, f64, …>`).
+            (
+                "compiler_builtins::float::conv::int_to_float::signed::<i128, f64, compiler_builtins::float::conv::int_to_float::u128_to_f64_bits>",
+                "compiler_builtins::…::conv::int_to_float::signed<…>",
+            ),
             // A legacy hash suffix.
             ("std::rt::lang_start_internal::h5d3a2fa7e2d3c5c1", "std::rt::lang_start_internal"),
         ];
