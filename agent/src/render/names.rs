@@ -151,7 +151,7 @@ fn qualified_type(inner: &str) -> String {
     };
     let ty = ty.trim();
     let ty = ty.strip_prefix("&mut ").or_else(|| ty.strip_prefix('&')).unwrap_or(ty).trim();
-    split_segments(ty).into_iter().map(|s| normalize(&s)).filter(|s| !s.is_empty()).next_back().unwrap_or_default()
+    split_segments(ty).into_iter().map(|s| normalize(&s)).rfind(|s| !s.is_empty()).unwrap_or_default()
 }
 
 /// Splits `s` at the first `sep` outside `<>`, `()`, `[]`.
