@@ -118,8 +118,21 @@ impl FrameStyles {
     /// layer under `rules` ([`Attribution::frame_owner`]: the rule's layer, else the crate's),
     /// `kernel` for kernel frames no rule claims and [`HELPER_CATEGORY`] for the other
     /// transparent frames. When frames of one folded name differ (rare), the first wins.
+    ///
+    /// Stacks that name frames the profile does not have (a hand-edited file; they fold as
+    /// `[invalid]`) are attributed without those frames.
     pub fn of(profile: &Profile, rules: &RuleSet) -> FrameStyles {
-        let attr = Attribution::new(profile, rules, None);
+        let n = profile.frames.len();
+        let valid = profile.stacks.iter().all(|s| s.frames.iter().all(|&f| (f as usize) < n));
+        let attr = if valid {
+            Attribution::new(profile, rules, None)
+        } else {
+            let mut clean = profile.clone();
+            for s in &mut clean.stacks {
+                s.frames.retain(|&f| (f as usize) < n);
+            }
+            Attribution::new(&clean, rules, None)
+        };
         let mut by_name = HashMap::with_capacity(profile.frames.len());
         for (i, f) in profile.frames.iter().enumerate() {
             let name = crate::profile::folded::frame_name(f);
@@ -275,8 +288,9 @@ const FRAME_LABEL_FN: &str = r#"function frame_label(e) {
 function g_to_text(e) {"#;
 
 /// Points the script of an inferno SVG at `data-short` for the text drawn in frames (see the
-/// module docs). When the script is not the one expected (another inferno version), the SVG
-/// is returned unchanged, with a warning: frames then show their full names.
+/// module docs), and redraws the frames' static text with their short names
+/// ([`short_static_text`]). When the script is not the one expected (another inferno
+/// version), the SVG is returned unchanged, with a warning: frames then show their full names.
 fn label_frames_by_short_name(svg: Vec<u8>) -> Vec<u8> {
     let text = match String::from_utf8(svg) {
         Ok(t) => t,
@@ -286,7 +300,62 @@ fn label_frames_by_short_name(svg: Vec<u8>) -> Vec<u8> {
         tracing::warn!("inferno's flamegraph script is not the expected one: frames keep their full names");
         return text.into_bytes();
     }
-    text.replace(TITLE_TEXT_EXPR, "frame_label(e)").replacen("function g_to_text(e) {", FRAME_LABEL_FN, 1).into_bytes()
+    let text = text.replace(TITLE_TEXT_EXPR, "frame_label(e)").replacen("function g_to_text(e) {", FRAME_LABEL_FN, 1);
+    short_static_text(&text).into_bytes()
+}
+
+/// `&amp;`, `&lt;`, `&gt;`, `&quot;`, `&apos;` and `&#39;` as the characters they stand for.
+fn unescape(s: &str) -> String {
+    s.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&apos;", "'").replace("&#39;", "'").replace("&amp;", "&")
+}
+
+/// The text inferno drew in each frame with a `data-short` attribute, redrawn with the short
+/// name, for viewers that run no script (an SVG shown as an image). inferno fits a name in
+/// `fit` characters: whole when shorter, else its first `fit - 2` characters and `..`, and
+/// nothing when `fit < 3`; a drawn text ending in `..` therefore has `fit` characters, and one
+/// drawn whole has at most `fit - 1` (a short name can be longer than a name drawn whole: an
+/// inlined `{closure#0}` gets its module path). Frames whose text is empty stay empty.
+fn short_static_text(svg: &str) -> String {
+    const G: &str = "<g data-short=\"";
+    let mut out = String::with_capacity(svg.len());
+    let mut rest = svg;
+    while let Some(at) = rest.find(G) {
+        let (head, tail) = rest.split_at(at + G.len());
+        out.push_str(head);
+        let Some(end_attr) = tail.find('"') else {
+            rest = tail;
+            break;
+        };
+        let short = unescape(&tail[..end_attr]);
+        // The frame's `<text ...>CONTENT</text>`, before the group closes.
+        let group_end = tail.find("</g>").unwrap_or(tail.len());
+        let text_open = tail[..group_end].find("<text ").and_then(|t| tail[t..group_end].find('>').map(|g| t + g + 1));
+        let Some(content_start) = text_open.filter(|&c| !tail[..c].ends_with("/>")) else {
+            rest = tail;
+            continue;
+        };
+        let Some(content_len) = tail[content_start..group_end].find("</text>") else {
+            rest = tail;
+            continue;
+        };
+        let drawn = unescape(&tail[content_start..content_start + content_len]);
+        // A name drawn whole had fewer characters than fit: `fit` is at least one more.
+        let fit = if drawn.ends_with("..") { drawn.chars().count() } else { drawn.chars().count() + 1 };
+        let redrawn = if drawn.is_empty() {
+            String::new()
+        } else if short.chars().count() < fit {
+            short
+        } else {
+            let mut t: String = short.chars().take(fit.saturating_sub(2)).collect();
+            t.push_str("..");
+            t
+        };
+        out.push_str(&tail[..content_start]);
+        out.push_str(&super::html::escape(&redrawn));
+        rest = &tail[content_start + content_len..];
+    }
+    out.push_str(rest);
+    out
 }
 
 fn write_empty_svg(title: &str, subtitle: Option<&str>, mut out: impl Write) -> std::io::Result<()> {
@@ -360,9 +429,28 @@ mod tests {
         assert!((r - i32::from(br)).abs() <= 12 && (g - i32::from(bg)).abs() <= 12 && (b - i32::from(bb)).abs() <= 12, "{r},{g},{b}");
         let (r, _, _) = rgb(&fill("tcp_sendmsg"));
         assert!((r - 0xf4).abs() <= 12, "{r}");
+        // Drawn without a script too: the frame's text is its short name, cut as inferno
+        // cuts names (the first characters and `..`) where the frame is narrow.
+        let group = &svg[svg.find(r#"<g data-short="tokio::…::worker::Context::run_task">"#).unwrap()..];
+        let text = &group[group.find("<text ").unwrap()..group.find("</text>").unwrap()];
+        assert!(text.ends_with(">tokio::…::worker::Context::run_task"), "{text}");
         // The script draws frame text from data-short.
         assert!(svg.contains("function frame_label(e)"));
         assert_eq!(svg.matches("frame_label(e)").count(), 3, "definition and its two callers");
+    }
+
+    #[test]
+    fn static_text_is_cut_as_inferno_cuts_it() {
+        let svg = r#"<g data-short="a::…::Long&lt;…&gt;::name"><title>t</title><rect/><text x="1" y="2">a::b::c::Lo..</text></g><g data-short="x::y"><title>t</title><rect/><text x="1" y="2"/></g><g data-short="p::q"><title>t</title><rect/><text x="1" y="2">p::full::q</text></g><g data-short="tokio::net::{closure}"><title>t</title><rect/><text x="1" y="2">{closure#0}</text></g>"#;
+        let out = short_static_text(svg);
+        // 13 characters fit: 11 of the short name and `..`; a frame too narrow for text keeps
+        // none; a name drawn whole is replaced whole.
+        assert!(out.contains(r#"<text x="1" y="2">a::…::Long&lt;..</text>"#), "{out}");
+        assert!(out.contains(r#"<text x="1" y="2"/>"#), "{out}");
+        assert!(out.contains(r#"<text x="1" y="2">p::q</text>"#), "{out}");
+        // `{closure#0}` (11 characters) was drawn whole: at least 12 fit, 10 of the short name.
+        assert!(out.contains(r#"<text x="1" y="2">tokio::net..</text>"#), "{out}");
+        assert!(out.contains(r#"<g data-short="a::…::Long&lt;…&gt;::name">"#), "{out}");
     }
 
     #[test]

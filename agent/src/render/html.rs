@@ -220,7 +220,7 @@ fn finding_row(h: &mut String, c: &RankedFinding) {
 /// The first section: every run's named costs in one table, a header row per run.
 fn findings_section(h: &mut String, runs: &[RunView]) {
     h.push_str(r#"<section id="findings"><h2>What to fix: named costs</h2><p class="note">Biggest predicted throughput gain first, per run. Open a row for its evidence, the code that pays it, its thread roles and frames. CPU share is of the app's on-CPU samples (the agent's own left out), with its standard error; µs are sampled CPU per HTTP request.</p>"#);
-    h.push_str(r#"<table class="findings"><thead><tr><th>#</th><th>cost</th><th>confidence</th><th>CPU share</th><th>CPU µs/req</th><th>DB round trips/req</th><th>predicted gain</th></tr></thead>"#);
+    h.push_str(r#"<table class="findings"><thead><tr><th>#</th><th>cost</th><th>confidence</th><th>CPU share</th><th>CPU µs/req</th><th title="database round trips per request the cost adds (wire)">DB trips/req</th><th>predicted gain</th></tr></thead>"#);
     let mut not_evaluated: Vec<(String, String, String)> = Vec::new();
     for run in runs {
         h.push_str("<tbody>");
@@ -555,7 +555,7 @@ fn fmt_int(v: f64) -> String {
     let digits = n.abs().to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -742,7 +742,7 @@ table{border-collapse:collapse;margin:12px 0;background:#fff}td,th{border:1px so
 .flamegraph{width:100%;height:560px;border:1px solid #e3e3e3;border-radius:8px;background:#fff}.req{font-weight:400;color:#666;font-size:14px}\
 pre{background:#fff;border:1px solid #e3e3e3;border-radius:8px;padding:10px;overflow:auto;font-size:12px}.warn{color:#b45309;font-weight:600}.note{color:#666;font-size:13px}\
 nav{margin:8px 0 0;font-size:14px}nav a{color:#2563eb;text-decoration:none}code{font:12.5px ui-monospace,SFMono-Regular,Menlo,monospace;background:#f1f1f1;border-radius:3px;padding:0 3px}\
-table.findings{width:100%}table.findings td,table.findings th{vertical-align:top}table.findings td.cost{text-align:left;width:55%}\
+table.findings{width:100%}table.findings td,table.findings th{vertical-align:top}table.findings td.cost{text-align:left}table.findings thead th{white-space:nowrap}\
 table.findings th:nth-child(2),table.findings th:nth-child(3),table.findings td:nth-child(3){text-align:left}table.findings tr.run th{text-align:left;background:#f3f4f6;font-weight:600}.runinfo{font-weight:400;color:#555;font-size:13px}\
 table.findings td.gain{font-weight:700}td.rank{text-align:right}.conf-high{color:#166534}.conf-medium{color:#92400e}.conf-low{color:#6b7280}\
 summary{cursor:pointer}.evidence{margin:6px 0 4px;font-size:13px}.evidence ul{margin:4px 0;padding-left:18px}.evidence dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 10px;margin:6px 0}\

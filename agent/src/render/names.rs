@@ -7,7 +7,8 @@
 //! - the crate, the last two modules or types and the function: at most four path segments,
 //!   the middle ones replaced by `…` (`tokio::…::worker::Context::run_task`);
 //! - generic arguments folded to `<…>` (`RawVec<…>::grow_one`);
-//! - `<impl Trait for Type>` and `<Type as Trait>` segments as the type's own last segment;
+//! - `<impl Trait for Type>` and `<Type as Trait>` segments as the type's own last segment,
+//!   without a reference (`&`, `&mut `); a method of a trait object as `dyn Trait<…>::method`;
 //! - closures and async blocks as `{closure}`, `{async block}`, `{async fn}`, impl blocks as
 //!   `{impl}`, without their index (`{closure#0}`, `{{closure}}`, `{async_block_env#1}`).
 //!
@@ -39,9 +40,19 @@ pub fn shorten(path: &str) -> String {
         return path.to_string();
     }
     let path = strip_hash(path);
+    // `<&T as Trait>::m` reads `&T::m`: the reference is in the full name.
+    let path = path.strip_prefix("&mut ").or_else(|| path.strip_prefix('&')).unwrap_or(path);
     let mut segments: Vec<String> = split_segments(path).into_iter().map(|s| normalize(&s)).filter(|s| !s.is_empty()).collect();
     if segments.is_empty() {
         return path.to_string();
+    }
+    // `dyn A + B + C::m` (a method of a trait object): its first bound's type and the method.
+    if path.starts_with("dyn ") {
+        if let Some(first) = segments.iter().position(|s| s.contains(" + ")) {
+            let ty = segments[first].split(" + ").next().unwrap_or("").to_string();
+            let method = segments.last().cloned().unwrap_or_default();
+            return format!("dyn {ty}::{method}");
+        }
     }
     let tail = segments.iter().rev().take_while(|s| s.starts_with('{')).count();
     let core_len = segments.len() - tail;
@@ -96,7 +107,13 @@ fn split_segments(path: &str) -> Vec<String> {
             let close = matching_angle(b, i);
             let inner = path.get(i + 1..close).unwrap_or("");
             if cur.trim().is_empty() && nest == 0 {
-                cur = qualified_type(inner);
+                if inner.starts_with("impl ") || top_level_split(inner, " as ").is_some() || top_level_split(inner, ", ").is_none() {
+                    cur = qualified_type(inner);
+                } else {
+                    // `f::<A, B>`: the generic arguments of the segment before.
+                    cur = segments.pop().unwrap_or_default();
+                    cur.push_str("<…>");
+                }
             } else {
                 cur.push_str("<…>");
             }
@@ -134,7 +151,7 @@ fn qualified_type(inner: &str) -> String {
     };
     let ty = ty.trim();
     let ty = ty.strip_prefix("&mut ").or_else(|| ty.strip_prefix('&')).unwrap_or(ty).trim();
-    split_segments(ty).into_iter().map(|s| normalize(&s)).filter(|s| !s.is_empty()).next_back().unwrap_or_default()
+    split_segments(ty).into_iter().map(|s| normalize(&s)).rfind(|s| !s.is_empty()).unwrap_or_default()
 }
 
 /// Splits `s` at the first `sep` outside `<>`, `()`, `[]`.
@@ -221,6 +238,8 @@ mod tests {
                 "http_body_util::boxed_unsync<…>",
             ),
             ("core::ops::function::FnOnce::call_once{{vtable.shim}}", "core::…::function::FnOnce::call_once{shim}"),
+            // `<&TcpStream as Write>::write_vectored`: the reference dropped.
+            ("&mio::net::tcp::stream::TcpStream::write_vectored", "mio::…::stream::TcpStream::write_vectored"),
             // A primitive's impl (`<usize as Display>::fmt`) and a slice type.
             ("usize::fmt", "usize::fmt"),
             ("[(K,V); N]::into_response_parts", "[(K,V); N]::into_response_parts"),
@@ -228,6 +247,11 @@ mod tests {
             ("mi_page_malloc_zero", "mi_page_malloc_zero"),
             ("__GI___pthread_disable_asynccancel", "__GI___pthread_disable_asynccancel"),
             ("[unknown] (libc.so.6)", "[unknown] (libc.so.6)"),
+            // Generic arguments as a segment of their own (`signed::<i128, f64, …>`).
+            (
+                "compiler_builtins::float::conv::int_to_float::signed::<i128, f64, compiler_builtins::float::conv::int_to_float::u128_to_f64_bits>",
+                "compiler_builtins::…::conv::int_to_float::signed<…>",
+            ),
             // A legacy hash suffix.
             ("std::rt::lang_start_internal::h5d3a2fa7e2d3c5c1", "std::rt::lang_start_internal"),
         ];
@@ -258,6 +282,15 @@ mod tests {
             assert!(s.chars().count() <= full.chars().count(), "{full} -> {s}");
             assert!(!s.contains("::<") && !s.contains("<<"), "{} -> {s}", f.function);
         }
+    }
+
+    /// A method of a trait object, `<&dyn Fn<…> + Sync + RefUnwindSafe as FnOnce<()>>::call_once`
+    /// (std's `lang_start`, in the recorded profiles).
+    #[test]
+    fn trait_objects() {
+        let full = "<&dyn core::ops::function::Fn<(), Output = i32> + core::marker::Sync + core::panic::unwind_safe::RefUnwindSafe as core::ops::function::FnOnce<()>>::call_once";
+        let path = crate::attribute::rules::strip_impl(full);
+        assert_eq!(shorten(&path), "dyn Fn<…>::call_once", "{path}");
     }
 
     #[test]
