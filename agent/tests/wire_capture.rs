@@ -187,18 +187,22 @@ fn assert_private(label: &str, text: &str) {
     assert!(!text.contains(SECRET_BODY_MARK), "{label}: a request-body byte reached the profile");
 }
 
+/// `n` requests `GET /db` on 4 keep-alive connections, one at a time, each with a token that
+/// must not reach the profile.
+fn db_requests(app: &App, n: u64) {
+    let token = format!("{SECRET_TOKEN_MARK}.x.y");
+    let mut conns: Vec<_> = (0..4).map(|_| connect(app.port)).collect();
+    for i in 0..n {
+        let c = &mut conns[(i % 4) as usize];
+        assert_eq!(request(c, "GET", "/db", &token, None), 200);
+    }
+}
+
 /// `GET /db`: N requests on 4 keep-alive connections, one at a time.
 fn db_run(pg: &bench::pg::TempPostgres, db_url: &str, costs: &str) -> (Profile, String, u64) {
     const N: u64 = 200;
     let app = start_app(db_url, costs);
-    let token = format!("{SECRET_TOKEN_MARK}.x.y");
-    let work = |n: u64| {
-        let mut conns: Vec<_> = (0..4).map(|_| connect(app.port)).collect();
-        for i in 0..n {
-            let c = &mut conns[(i % 4) as usize];
-            assert_eq!(request(c, "GET", "/db", &token, None), 200);
-        }
-    };
+    let work = |n: u64| db_requests(&app, n);
     // Warm-up the profile does not see, with the same pattern: the pool opens the
     // connections this pattern needs and prepares the statement on each (a request served
     // by a fresh connection has a prepare round trip instead of the ping before checkout).
@@ -257,14 +261,7 @@ fn postgres_on_any_port_and_statements_prepared_before_attach() {
     assert_ne!(pg.port(), 5432, "the test needs PostgreSQL on a port the agent is not told");
     let url = pg.create_seeded_db("crm").expect("seed");
     let app = start_app(&url, "all");
-    let token = format!("{SECRET_TOKEN_MARK}.x.y");
-    let work = |n: u64| {
-        let mut conns: Vec<_> = (0..4).map(|_| connect(app.port)).collect();
-        for i in 0..n {
-            let c = &mut conns[(i % 4) as usize];
-            assert_eq!(request(c, "GET", "/db", &token, None), 200);
-        }
-    };
+    let work = |n: u64| db_requests(&app, n);
     let (cold, _) = capture(&app, 5432, || work(20));
     report("cold, default --db-port", &cold);
     let w = cold.wire.as_ref().unwrap();

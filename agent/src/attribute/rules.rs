@@ -357,31 +357,51 @@ pub fn frame_path(frame: &Frame) -> String {
     name
 }
 
-/// `<A as B>::rest` -> `A::rest`, `<A>::rest` -> `A::rest`; anything else unchanged.
-pub fn strip_impl(name: &str) -> String {
-    if !name.starts_with('<') {
-        return name.to_string();
-    }
-    let b = name.as_bytes();
+/// The index of the `>` that closes the `<` at byte `open` of a symbol (`->` arrows skipped),
+/// or `b.len()` when it is not closed.
+pub fn matching_angle(b: &[u8], open: usize) -> usize {
     let mut depth = 0usize;
-    let mut as_at = None;
-    for i in 0..b.len() {
+    for i in open..b.len() {
         match b[i] {
             b'<' => depth += 1,
             b'>' if i > 0 && b[i - 1] == b'-' => {}
             b'>' => {
                 depth = depth.saturating_sub(1);
                 if depth == 0 {
-                    let ty = &name[1..as_at.unwrap_or(i)];
-                    let rest = &name[i + 1..];
-                    return format!("{ty}{rest}");
+                    return i;
                 }
             }
-            b' ' if depth == 1 && as_at.is_none() && name[i..].starts_with(" as ") => as_at = Some(i),
             _ => {}
         }
     }
-    name.to_string()
+    b.len()
+}
+
+/// `<A as B>::rest` -> `A::rest`, `<A>::rest` -> `A::rest`; anything else unchanged.
+pub fn strip_impl(name: &str) -> String {
+    if !name.starts_with('<') {
+        return name.to_string();
+    }
+    let b = name.as_bytes();
+    let close = matching_angle(b, 0);
+    if close == b.len() {
+        return name.to_string();
+    }
+    // The first ` as ` inside the outer brackets but outside any nested ones.
+    let mut as_at = None;
+    let mut i = 1;
+    while i < close {
+        if b[i] == b'<' {
+            i = matching_angle(b, i) + 1;
+            continue;
+        }
+        if name[i..].starts_with(" as ") {
+            as_at = Some(i);
+            break;
+        }
+        i += 1;
+    }
+    format!("{}{}", &name[1..as_at.unwrap_or(close)], &name[close + 1..])
 }
 
 /// `name` without its generic arguments: `a::b<c::d>::e<f>` -> `a::b::e`.

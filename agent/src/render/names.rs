@@ -16,7 +16,7 @@
 //! are kept as they are. The full name is never lost: flamegraphs keep it in each frame's
 //! title (hover, search) and the folded files keep it in every line.
 
-use crate::attribute::rules::frame_path;
+use crate::attribute::rules::{frame_path, matching_angle};
 use crate::profile::{Frame, FrameKind};
 
 /// Most path segments kept before the trailing closures: the crate and the last three.
@@ -71,25 +71,6 @@ fn strip_hash(path: &str) -> &str {
         }
     }
     path
-}
-
-/// The index of the `>` that closes the `<` at `open` (`->` arrows skipped), or the end.
-fn matching_angle(b: &[u8], open: usize) -> usize {
-    let mut depth = 0usize;
-    for i in open..b.len() {
-        match b[i] {
-            b'<' => depth += 1,
-            b'>' if i > 0 && b[i - 1] == b'-' => {}
-            b'>' => {
-                depth = depth.saturating_sub(1);
-                if depth == 0 {
-                    return i;
-                }
-            }
-            _ => {}
-        }
-    }
-    b.len()
 }
 
 /// Splits `path` at its top-level `::`, folding generic arguments to `<…>` and qualified
