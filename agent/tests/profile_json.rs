@@ -140,3 +140,21 @@ mod fuzz {
         }
     }
 }
+
+/// An index outside its table is refused with one line naming it, before any consumer
+/// (attribution, the renderers, the diff) could index with it.
+#[test]
+fn indices_outside_their_tables_are_refused() {
+    let mut p = fixture();
+    let frames = p.frames.len() as u32;
+    p.stacks[0].frames.push(frames + 7);
+    let e = json::from_slice(&json::to_vec(&p), Path::new("p.json")).unwrap_err();
+    assert!(matches!(e, JsonError::BadIndex { .. }), "{e:?}");
+    assert_eq!(e.to_string(), format!("p.json: invalid profile.json: stacks[0] refers to frame {} of {frames}", frames + 7));
+    let mut p = fixture();
+    let stacks = p.stacks.len() as u32;
+    p.on_cpu[0].stack = stacks;
+    let e = json::from_slice(&json::to_vec(&p), Path::new("p.json")).unwrap_err();
+    assert_eq!(e.to_string(), format!("p.json: invalid profile.json: on_cpu[0] refers to stack {stacks} of {stacks}"));
+    assert!(json::bad_index(&fixture()).is_none());
+}

@@ -66,6 +66,33 @@ pub enum JsonError {
         #[source]
         source: serde_json::Error,
     },
+    /// The fields decode but an index points outside its table (a stack's frame, a count's
+    /// stack).
+    #[error("{}: invalid profile.json: {what}", path.display())]
+    BadIndex {
+        /// The file.
+        path: PathBuf,
+        /// Which index, e.g. `stacks[3] refers to frame 90 of 12`.
+        what: String,
+    },
+}
+
+/// The first index of `profile` outside its table: a stack's frame or an on-CPU/off-CPU
+/// count's stack; `None` when every index is in range.
+pub fn bad_index(profile: &Profile) -> Option<String> {
+    let frames = profile.frames.len();
+    for (i, s) in profile.stacks.iter().enumerate() {
+        if let Some(f) = s.frames.iter().find(|&&f| f as usize >= frames) {
+            return Some(format!("stacks[{i}] refers to frame {f} of {frames}"));
+        }
+    }
+    let stacks = profile.stacks.len();
+    for (name, counts) in [("on_cpu", &profile.on_cpu), ("off_cpu", &profile.off_cpu)] {
+        if let Some((i, c)) = counts.iter().enumerate().find(|(_, c)| c.stack as usize >= stacks) {
+            return Some(format!("{name}[{i}] refers to stack {} of {stacks}", c.stack));
+        }
+    }
+    None
 }
 
 /// Reads and validates a `profile.json`.
@@ -136,7 +163,11 @@ pub fn from_slice(bytes: &[u8], path: &Path) -> Result<Profile, JsonError> {
             });
         }
     }
-    serde_json::from_value(value).map_err(|source| JsonError::Invalid { path, source })
+    let profile: Profile = serde_json::from_value(value).map_err(|source| JsonError::Invalid { path: path.clone(), source })?;
+    if let Some(what) = bad_index(&profile) {
+        return Err(JsonError::BadIndex { path, what });
+    }
+    Ok(profile)
 }
 
 /// Encodes `profile` as `profile.json` text (pretty-printed, keys sorted, `schema_version` set to
