@@ -393,6 +393,12 @@ fn prepared_before_attach() {
         assert!(r.end_ns.is_some());
     }
     assert_eq!(s.pg.prepared_before_attach_executions, 3);
+    // In the summary the shape no longer names its connection (a socket id is a kernel
+    // address): one row per name, whatever the connections.
+    assert_eq!(
+        s.pg.statements.iter().map(|x| (x.shape.clone(), x.executions)).collect::<Vec<_>>(),
+        vec![(StatementShape::PreparedBeforeAttach { name: "P_0".to_string(), connection: 0 }, 3)]
+    );
     assert_eq!(s.pg.connections, 0);
     // The first chunk seen was a whole Bind/Describe/Execute/Sync: framing from the start.
     assert_eq!(s.pg.decode.frontend.undecodable_bytes, 0);

@@ -113,11 +113,14 @@ impl RecordDecoder {
 
     /// The summary of every record pushed, and the records per syscall name.
     pub fn finish(self) -> (WireSummary, BTreeMap<String, u64>) {
-        let d = self.finish_all();
+        let mut d = self.finish_all();
+        d.summary.apply_statement_texts(&HashMap::new());
         (d.summary, d.by_syscall)
     }
 
-    /// [`RecordDecoder::finish`] with what [`crate::wire::resolve::match_texts`] needs.
+    /// [`RecordDecoder::finish`] with what [`crate::wire::resolve::match_texts`] needs, before
+    /// the merge of statements prepared before the capture (see
+    /// [`WireDecoder::finish_with_times`]).
     pub fn finish_all(self) -> Decoded {
         let (summary, _, times) = self.decoder.finish_with_times();
         Decoded {
@@ -277,6 +280,10 @@ impl WireCapture {
                 error: log.error,
             }
         });
+        if statement_texts.is_none() {
+            // No texts: merge by name, and drop the socket ids (kernel addresses) from the shapes.
+            summary.apply_statement_texts(&HashMap::new());
+        }
         let map = self.ebpf.map(abi::MAP_WIRE_STATS).ok_or_else(|| map_error(abi::MAP_WIRE_STATS, "missing"))?;
         let stats: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map).map_err(|e| map_error(abi::MAP_WIRE_STATS, e))?;
         let sum = |i: u32| -> Result<u64, CollectError> { Ok(stats.get(&i, 0).map_err(|e| map_error(abi::MAP_WIRE_STATS, e))?.iter().sum()) };

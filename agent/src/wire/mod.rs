@@ -342,13 +342,20 @@ impl WireDecoder {
 
     /// End of the capture: close what is still open (round trips never answered,
     /// transactions still open) and return the summary of everything pushed.
+    /// Statements prepared before the capture are merged by name
+    /// ([`WireSummary::apply_statement_texts`] with no text).
     pub fn finish(self) -> (WireSummary, Vec<WireEvent>) {
-        let (summary, events, _) = self.finish_with_times();
+        let (mut summary, events, _) = self.finish_with_times();
+        summary.apply_statement_texts(&std::collections::HashMap::new());
         (summary, events)
     }
 
-    /// [`WireDecoder::finish`], and the start times of the round trips per connection that
-    /// [`resolve::match_texts`] matches to PostgreSQL's own view of its connections.
+    /// [`WireDecoder::finish`] without the merge of the statements prepared before the
+    /// capture (their shapes still name their connection by its socket id, a kernel address
+    /// that must not reach a report: call [`WireSummary::apply_statement_texts`], with the
+    /// texts recovered or an empty map, before writing it), and the start times of the
+    /// round trips per connection that [`resolve::match_texts`] matches to PostgreSQL's own
+    /// view of its connections.
     pub fn finish_with_times(mut self) -> (WireSummary, Vec<WireEvent>, resolve::RoundTripTimes) {
         self.pg.finish(&mut self.scratch_pg);
         self.http.finish(&mut self.scratch_http);
