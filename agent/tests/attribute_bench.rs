@@ -33,9 +33,24 @@ fn bench(costs: &str, only: &str, out: &Path) {
     assert!(status.success(), "profiler bench --costs {costs} exited with {status}");
 }
 
+fn read_json(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
+}
+
+/// A test's `ranking.json`, with its profile's wire capture counters (`meta.wire` of
+/// `profile.json`) under `"capture"`, so that every failed count shows what the capture lost.
 fn ranking(out: &Path, test: &str) -> Value {
-    let p = out.join(test).join("ranking.json");
-    serde_json::from_str(&std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
+    let mut r = read_json(&out.join(test).join("ranking.json"));
+    let profile = read_json(&out.join(test).join("profile.json"));
+    let w = &profile["meta"]["wire"];
+    assert!(w.is_object(), "{test}: profile.json has no wire capture: {}", profile["meta"]);
+    r["capture"] = serde_json::json!({
+        "chunks": w["chunks"], "chunks_decoded": w["chunks_decoded"], "ringbuf_dropped": w["ringbuf_dropped"],
+        "read_failures": w["read_failures"], "test": test,
+    });
+    // A chunk lost in the kernel is a round trip or request line missing from the counts below.
+    assert_eq!(w["ringbuf_dropped"], 0, "{test}: the wire ring buffer dropped chunks: {}", r["capture"]);
+    r
 }
 
 fn ids(r: &Value) -> Vec<String> {
@@ -62,13 +77,19 @@ fn count(what: &str, got: &Value, truth: f64, d: &Value) {
     let g = got.as_f64().unwrap_or_else(|| panic!("{what}: not a number: {got}"));
     let requests = d["per_request"]["requests"].as_f64().unwrap_or_else(|| panic!("{what}: no window request count: {d}"));
     let bound = [0.02, truth * 0.005, truth * IN_FLIGHT / requests].into_iter().fold(0.0, f64::max);
-    assert!((g - truth).abs() <= bound, "{what}: {g:.4} per request, ground truth {truth} (bound {bound:.3}, {requests} requests in the window)");
+    assert!(
+        (g - truth).abs() <= bound,
+        "{what}: {g:.4} per request, ground truth {truth} (bound {bound:.3}, {requests} requests in the window {} ns; capture {})",
+        d["window_ns"],
+        d["capture"]
+    );
 }
 
 /// Per-request database figures of the ranking: (all round trips, pings, back-to-back pings,
 /// transactions), and the executions of the first shape whose text contains `needle`.
-fn db<'a>(r: &'a Value) -> &'a Value {
-    let d = &r["db_per_request"];
+fn db(r: &Value) -> Value {
+    let mut d = r["db_per_request"].clone();
+    d["capture"] = r["capture"].clone();
     assert_eq!(d["window"], "steady", "{d}");
     assert!(d["per_request"]["requests"].as_u64().unwrap() >= 1000, "too few requests in the steady window: {d}");
     d
@@ -104,7 +125,7 @@ fn bench_ranking_matches_the_ground_truth_with_all_costs_and_names_none_without(
     // GET /db, all: 3 round trips, of which 2 pings (one before checkout, one on release).
     let r = ranking(all.path(), "db");
     assert_eq!(r["requests_source"], "wire");
-    let d = db(&r);
+    let d = &db(&r);
     count("db all: round trips", &d["per_request"]["round_trips"], 3.0, d);
     count("db all: pings", &d["per_request"]["pings"], 2.0, d);
     count("db all: world SELECT", &Value::from(shape_executions(d, "FROM world WHERE id = ?")), 1.0, d);
@@ -129,7 +150,7 @@ fn bench_ranking_matches_the_ground_truth_with_all_costs_and_names_none_without(
     // POST /api/deals, all: 7 round trips (2 pings, BEGIN, set_config, wide user SELECT,
     // INSERT, COMMIT), 1 transaction.
     let r = ranking(all.path(), "deals-create");
-    let d = db(&r);
+    let d = &db(&r);
     count("deals-create all: round trips", &d["per_request"]["round_trips"], 7.0, d);
     count("deals-create all: pings", &d["per_request"]["pings"], 2.0, d);
     count("deals-create all: transactions", &d["per_request"]["transactions"], 1.0, d);
@@ -148,7 +169,7 @@ fn bench_ranking_matches_the_ground_truth_with_all_costs_and_names_none_without(
     let r = ranking(none.path(), "db");
     let named: Vec<String> = ids(&r).into_iter().filter(|i| SEEDED.contains(&i.as_str())).collect();
     assert!(named.is_empty(), "db with CRM_COSTS=none named {named:?}");
-    let d = db(&r);
+    let d = &db(&r);
     count("db none: round trips", &d["per_request"]["round_trips"], 2.0, d);
     count("db none: pings", &d["per_request"]["pings"], 1.0, d);
     count("db none: back-to-back pings", &d["pings_after_ping"], 0.0, d);
@@ -157,7 +178,7 @@ fn bench_ranking_matches_the_ground_truth_with_all_costs_and_names_none_without(
     let r = ranking(none.path(), "deals-create");
     let named: Vec<String> = ids(&r).into_iter().filter(|i| SEEDED.contains(&i.as_str())).collect();
     assert!(named.is_empty(), "deals-create with CRM_COSTS=none named {named:?}");
-    let d = db(&r);
+    let d = &db(&r);
     count("deals-create none: round trips", &d["per_request"]["round_trips"], 5.0, d);
     count("deals-create none: pings", &d["per_request"]["pings"], 1.0, d);
     count("deals-create none: set_config", &Value::from(shape_executions(d, "set_config")), 0.0, d);
@@ -169,7 +190,7 @@ fn bench_ranking_matches_the_ground_truth_with_all_costs_and_names_none_without(
     let r = ranking(none.path(), "queries");
     let named: Vec<String> = ids(&r).into_iter().filter(|i| SEEDED.contains(&i.as_str())).collect();
     assert!(named.is_empty(), "queries with CRM_COSTS=none named {named:?}");
-    let d = db(&r);
+    let d = &db(&r);
     count("queries none: round trips", &d["per_request"]["round_trips"], 40.0, d);
     count("queries none: pings", &d["per_request"]["pings"], 20.0, d);
     count("queries none: back-to-back pings", &d["pings_after_ping"], 0.0, d);

@@ -388,7 +388,10 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         },
         None => w.clone(),
     });
-    let db_per_request = opts.wire.and_then(|w| DbPerRequest::of(w));
+    let db_per_request = opts.wire.and_then(DbPerRequest::of).map(|d| DbPerRequest {
+        chunks_lost: profile.meta.wire.as_ref().map_or(0, |w| w.ringbuf_dropped),
+        ..d
+    });
     let (requests, source) = match (requests.filter(|&r| r > 0), opts.wire.map(|w| w.http.requests).filter(|&r| r > 0)) {
         (Some(r), _) => (Some(r), Some("given".to_string())),
         (None, Some(r)) => (Some(r), Some("wire".to_string())),
@@ -582,6 +585,12 @@ pub struct DbPerRequest {
     pub pings_after_ping: f64,
     /// Requests per endpoint in the window.
     pub endpoints: Vec<(String, u64)>,
+    /// Wire chunks the kernel could not queue because the ring buffer was full
+    /// ([`crate::profile::WireCaptureReport::ringbuf_dropped`]): each is a message or request
+    /// line missing from the figures above, which then undercount. 0 when the profile has no
+    /// capture report.
+    #[serde(default)]
+    pub chunks_lost: u64,
 }
 
 impl DbPerRequest {
@@ -615,6 +624,7 @@ impl DbPerRequest {
             pings_after_ping: view.pg.pings_after_ping as f64 / n,
             per_request,
             endpoints,
+            chunks_lost: 0,
         })
     }
 }
@@ -890,6 +900,13 @@ pub fn render_markdown(r: &Ranking) -> String {
             None => "the whole capture".to_string(),
         };
         let _ = writeln!(s, "{} HTTP requests in {window}.\n", p.requests);
+        if d.chunks_lost > 0 {
+            let _ = writeln!(
+                s,
+                "**{} wire chunks were lost** (the kernel's ring buffer was full while the agent was starved of CPU): the figures below undercount the messages and requests they carried.\n",
+                d.chunks_lost
+            );
+        }
         let kinds: Vec<String> = d.round_trips_by_kind.iter().filter(|k| k.1 > 0.0).map(|(k, v)| format!("{v:.2} {k}")).collect();
         let _ = writeln!(
             s,

@@ -305,6 +305,13 @@ impl WireCapture {
             statement_texts,
             chunks_by_syscall,
         };
+        if report.ringbuf_dropped > 0 {
+            tracing::warn!(
+                lost = report.ringbuf_dropped,
+                sent = report.chunks,
+                "the wire ring buffer was full: some messages and request lines were not captured, and the per-request database figures undercount"
+            );
+        }
         Ok((summary, report))
     }
 }
