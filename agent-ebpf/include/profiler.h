@@ -138,11 +138,12 @@ struct fp_sample {
 	__u32 pid;                /* thread id (host pid namespace) */
 	__s32 user_stack_bytes;   /* bytes of user_stack[] filled (8 a frame), or -errno */
 	__s32 kernel_stack_bytes; /* bytes of kernel_stack[] filled, or -errno (user mode) */
+	__u64 ts_ns;              /* bpf_ktime_get_ns() at the sample (the wire chunks' clock) */
 	char comm[COMM_LEN];      /* thread name at sample time */
 	__u64 user_stack[MAX_STACK_DEPTH];   /* user return addresses (frame-pointer walk), leaf first */
 	__u64 kernel_stack[MAX_STACK_DEPTH]; /* kernel return addresses, leaf first */
 };
-_Static_assert(sizeof(struct fp_sample) == 32 + 16 * MAX_STACK_DEPTH, "fp_sample size");
+_Static_assert(sizeof(struct fp_sample) == 40 + 16 * MAX_STACK_DEPTH, "fp_sample size");
 
 /* One on-CPU sample with a copy of the user stack, sent through the `stack_samples` ring
  * buffer by `on_cpu_sample_stack_copy`; the agent unwinds it with .eh_frame CFI. */
@@ -152,6 +153,7 @@ struct stack_sample {
 	__u64 ip;              /* user instruction pointer */
 	__u64 sp;              /* user stack pointer; stack[0] is the byte at this address */
 	__u64 bp;              /* user rbp */
+	__u64 ts_ns;           /* bpf_ktime_get_ns() at the sample (the wire chunks' clock) */
 	/* Bytes of kernel_stack[] that bpf_get_stack filled (8 a frame), or -errno: no kernel
 	 * stack (the sample interrupted user mode). Copied into the record, not interned in a
 	 * stack-trace map: a map's hash collisions (-EEXIST) lost 1.5% of the kernel stacks of a
@@ -166,7 +168,7 @@ struct stack_sample {
 	 * slack that lets the verifier prove every chunk write in bounds. */
 	__u8 stack[STACK_COPY_MAX_BYTES + STACK_COPY_CHUNK];
 };
-_Static_assert(sizeof(struct stack_sample) == 64 + 8 * MAX_STACK_DEPTH + STACK_COPY_MAX_BYTES + STACK_COPY_CHUNK,
+_Static_assert(sizeof(struct stack_sample) == 72 + 8 * MAX_STACK_DEPTH + STACK_COPY_MAX_BYTES + STACK_COPY_CHUNK,
 	       "stack_sample size");
 
 

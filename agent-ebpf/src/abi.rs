@@ -91,6 +91,9 @@ pub struct StackSampleHeader {
     pub sp: u64,
     /// User `rbp`.
     pub bp: u64,
+    /// `bpf_ktime_get_ns()` at the sample (`CLOCK_MONOTONIC`, the clock of
+    /// [`wire::WireChunkHeader::ts_ns`]), ns.
+    pub ts_ns: u64,
     /// Bytes of `kernel_stack` that `bpf_get_stack` filled (8 a frame), or the negative
     /// errno: no kernel stack (the sample interrupted user mode).
     pub kernel_stack_bytes: i32,
@@ -116,12 +119,12 @@ impl StackSampleHeader {
 
 impl Default for StackSampleHeader {
     fn default() -> Self {
-        StackSampleHeader { tgid: 0, pid: 0, ip: 0, sp: 0, bp: 0, kernel_stack_bytes: 0, stack_len: 0, flags: 0, _pad: 0, comm: [0; COMM_LEN], kernel_stack: [0; MAX_STACK_DEPTH as usize] }
+        StackSampleHeader { tgid: 0, pid: 0, ip: 0, sp: 0, bp: 0, ts_ns: 0, kernel_stack_bytes: 0, stack_len: 0, flags: 0, _pad: 0, comm: [0; COMM_LEN], kernel_stack: [0; MAX_STACK_DEPTH as usize] }
     }
 }
 
 /// Bytes of the header of `struct stack_sample` (offset of its `stack` field).
-pub const STACK_SAMPLE_HEADER_SIZE: usize = 64 + 8 * MAX_STACK_DEPTH as usize;
+pub const STACK_SAMPLE_HEADER_SIZE: usize = 72 + 8 * MAX_STACK_DEPTH as usize;
 /// Bytes of one `struct stack_sample` record (header, stack, slack chunk).
 pub const STACK_SAMPLE_SIZE: usize = STACK_SAMPLE_HEADER_SIZE + STACK_COPY_MAX_BYTES + STACK_COPY_CHUNK;
 
@@ -141,6 +144,9 @@ pub struct FpSample {
     /// Bytes of `kernel_stack` that `bpf_get_stack` filled, or the negative errno: no
     /// kernel stack (the sample interrupted user mode).
     pub kernel_stack_bytes: i32,
+    /// `bpf_ktime_get_ns()` at the sample (`CLOCK_MONOTONIC`, the clock of
+    /// [`wire::WireChunkHeader::ts_ns`]), ns.
+    pub ts_ns: u64,
     /// Thread name, NUL-padded.
     pub comm: [u8; COMM_LEN],
     /// User return addresses (frame-pointer walk), leaf first.
@@ -180,7 +186,7 @@ fn valid_frames(stack: &[u64], bytes: i32) -> &[u64] {
 }
 
 /// Bytes of one `struct fp_sample` record.
-pub const FP_SAMPLE_SIZE: usize = 32 + 16 * MAX_STACK_DEPTH as usize;
+pub const FP_SAMPLE_SIZE: usize = 40 + 16 * MAX_STACK_DEPTH as usize;
 
 /// `struct stack_key`: one thread on one (user, kernel) stack pair. Key of
 /// `offcpu_stats`.
@@ -267,16 +273,18 @@ const _: () = assert!(offset_of!(SyscallStat, latency_log2_ns) == 32);
 const _: () = assert!(size_of::<SyscallEntry>() == 16);
 const _: () = assert!(size_of::<FpSample>() == FP_SAMPLE_SIZE);
 const _: () = assert!(offset_of!(FpSample, kernel_stack_bytes) == 12);
-const _: () = assert!(offset_of!(FpSample, comm) == 16);
-const _: () = assert!(offset_of!(FpSample, user_stack) == 32);
-const _: () = assert!(offset_of!(FpSample, kernel_stack) == 32 + 8 * MAX_STACK_DEPTH as usize);
+const _: () = assert!(offset_of!(FpSample, ts_ns) == 16);
+const _: () = assert!(offset_of!(FpSample, comm) == 24);
+const _: () = assert!(offset_of!(FpSample, user_stack) == 40);
+const _: () = assert!(offset_of!(FpSample, kernel_stack) == 40 + 8 * MAX_STACK_DEPTH as usize);
 const _: () = assert!(size_of::<StackSampleHeader>() == STACK_SAMPLE_HEADER_SIZE);
 const _: () = assert!(offset_of!(StackSampleHeader, ip) == 8);
-const _: () = assert!(offset_of!(StackSampleHeader, kernel_stack_bytes) == 32);
-const _: () = assert!(offset_of!(StackSampleHeader, kernel_stack) == 64);
-const _: () = assert!(offset_of!(StackSampleHeader, stack_len) == 36);
-const _: () = assert!(offset_of!(StackSampleHeader, flags) == 40);
-const _: () = assert!(offset_of!(StackSampleHeader, comm) == 48);
+const _: () = assert!(offset_of!(StackSampleHeader, ts_ns) == 32);
+const _: () = assert!(offset_of!(StackSampleHeader, kernel_stack_bytes) == 40);
+const _: () = assert!(offset_of!(StackSampleHeader, kernel_stack) == 72);
+const _: () = assert!(offset_of!(StackSampleHeader, stack_len) == 44);
+const _: () = assert!(offset_of!(StackSampleHeader, flags) == 48);
+const _: () = assert!(offset_of!(StackSampleHeader, comm) == 56);
 
 // SAFETY: plain #[repr(C)] integers and byte arrays with no padding (asserted above):
 // every bit pattern is a valid value.

@@ -9,7 +9,7 @@
  *
  * Why not bpf_get_stackid and in-kernel counts: a stack-trace map keeps one stack per hash
  * bucket and drops a colliding one (-EEXIST); with Rust's deep, varied stacks that lost about
- * 5% of the user stacks at 999 Hz (see struct fp_sample). A record is 2,064 bytes: at 99 Hz on
+ * 5% of the user stacks at 999 Hz (see struct fp_sample). A record is 2,072 bytes: at 99 Hz on
  * two CPUs, about 400 KB/s through the ring buffer.
  */
 #include "vmlinux.h"
@@ -49,6 +49,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	}
 	s->tgid = tgid;
 	s->pid = pid;
+	s->ts_ns = bpf_ktime_get_ns();
 	bpf_get_current_comm(&s->comm, sizeof(s->comm));
 	s->user_stack_bytes = bpf_get_stack(ctx, s->user_stack, sizeof(s->user_stack), BPF_F_USER_STACK);
 	/* Empty (-EFAULT or 0) when the tick interrupted user mode. */

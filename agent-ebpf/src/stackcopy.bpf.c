@@ -95,6 +95,7 @@ int on_cpu_sample_stack_copy(struct bpf_perf_event_data *ctx)
 	s->ip = ip;
 	s->sp = sp;
 	s->bp = bp;
+	s->ts_ns = bpf_ktime_get_ns();
 	s->_pad = 0;
 	bpf_get_current_comm(&s->comm, sizeof(s->comm));
 	/* The kernel stack goes into the record itself (bpf_get_stack), so no hash collision

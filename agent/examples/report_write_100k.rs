@@ -92,6 +92,7 @@ fn generate(stacks: usize) -> Profile {
             stack: i as u32,
             count: 1 + rng.below(20),
             total_ns: 0,
+            endpoints: Vec::new(),
         };
         if i < stacks {
             on_cpu.push(count);

@@ -67,7 +67,7 @@ fn parse(name: &str, text: &str) -> (Profile, u64) {
                 let ns: u64 = if key == "off" { parts.next().unwrap().parse().unwrap() } else { 0 };
                 let ids: Vec<u32> = parts.next().unwrap().split(';').map(|s| intern(&mut p, s)).collect();
                 p.stacks.push(Stack { frames: ids, truncated: false });
-                let sc = StackCount { pid: 1, tid: 1, thread: "w".into(), stack: (p.stacks.len() - 1) as u32, count, total_ns: ns };
+                let sc = StackCount { pid: 1, tid: 1, thread: "w".into(), stack: (p.stacks.len() - 1) as u32, count, total_ns: ns, endpoints: Vec::new() };
                 if key == "on" { p.on_cpu.push(sc) } else { p.off_cpu.push(sc) }
             }
             other => panic!("{name}: unknown line {other}"),

@@ -27,6 +27,8 @@ fn finding(samples: u64, share: f64, cpu_us: Option<f64>, rt: Option<f64>, db_us
         owner: None,
         samples_by_role: Default::default(),
         worker_blocked_us_per_request: None,
+        endpoints: Vec::new(),
+        endpoints_unattributed: 0,
     }
 }
 

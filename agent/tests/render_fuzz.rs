@@ -42,6 +42,7 @@ fn profile() -> impl Strategy<Value = Profile> {
                     stack,
                     count,
                     total_ns,
+                    endpoints: Vec::new(),
                 })
                 .collect();
             let mut p = Profile {

@@ -155,6 +155,7 @@ fn user_and_kernel_frames_get_full_names() {
                 count: 7,
                 total_ns: 0,
                 lost: Default::default(),
+                ..Default::default()
             },
             // The same without _start: the walk stopped early, so the stack is truncated.
             RawStack {
@@ -166,6 +167,7 @@ fn user_and_kernel_frames_get_full_names() {
                 count: 3,
                 total_ns: 0,
                 lost: Default::default(),
+                ..Default::default()
             },
             // In the kernel, but the kernel stack was lost (a stack-map collision): a
             // placeholder leaf, so that its self time is not the user leaf's.
@@ -178,6 +180,7 @@ fn user_and_kernel_frames_get_full_names() {
                 count: 5,
                 total_ns: 0,
                 lost: StackLost { user: false, kernel: true },
+                ..Default::default()
             },
         ],
         ..Default::default()

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{profile, skip_unless_root, App};
+use common::{profile, profile_routes, skip_unless_root, App};
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -245,4 +245,46 @@ fn n_plus_one_queries_after_warm_up() {
     }
     drop(app);
     pg.stop().expect("stop postgres");
+}
+
+/// Two routes under load at once, each with its own cost: every finding names the endpoint
+/// that pays it. By the app's code, `hash_password` runs only in `/case/hash-on-worker`'s
+/// handler and `Regex::new` per request only in `/case/regex-per-request`'s, so each finding's
+/// samples must be (nearly) all on its route although both routes share the two workers.
+/// The wire's request counts per endpoint are checked against the app's own counters.
+#[test]
+fn each_finding_names_the_endpoint_that_pays_it() {
+    if skip_unless_root() {
+        return;
+    }
+    let app = App::start();
+    let (hash, regex) = ("/case/hash-on-worker", "/case/regex-per-request");
+    assert_eq!(app.get(hash).0, 200);
+    assert_eq!(app.get(regex).0, 200);
+    let (hash_before, regex_before) = (app.served(hash), app.served(regex));
+    let (p, _) = profile_routes(&app, &[hash, regex], PROFILE_SECS, &[]);
+    let served = [(hash, app.served(hash) - hash_before), (regex, app.served(regex) - regex_before)];
+    let profile: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p.out.path().join("out/profile.json")).expect("profile.json")).expect("JSON");
+    let joined = &profile["endpoints"];
+    println!("join: {joined}");
+    let attributed = joined["attributed"].as_u64().expect("attributed");
+    let unattributed = joined["unattributed"].as_u64().expect("unattributed");
+    assert!(attributed > 100, "too few samples joined to endpoints: {joined}");
+    assert!(unattributed * 20 <= attributed + unattributed, "more than 5% of the samples on no request: {joined}");
+    // The wire saw each route's requests (the app counts the ones it served; the load ends
+    // inside the profile, requests in flight at the edges aside).
+    for (route, n) in served {
+        let endpoint = format!("GET {route}");
+        let wire = profile["wire"]["http"]["endpoints"].as_array().expect("wire endpoints").iter().find(|e| e["endpoint"] == endpoint.as_str()).unwrap_or_else(|| panic!("{endpoint} not in the wire summary"))["requests"].as_u64().unwrap();
+        println!("{endpoint}: {wire} requests on the wire, {n} served by the app's count");
+        assert!(wire.abs_diff(n) <= 8 + n / 100, "{endpoint}: the wire saw {wire} requests, the app served {n}");
+    }
+    for (id, route) in [("long-cpu-on-worker", hash), ("construction-per-request", regex)] {
+        let f = p.ranking["costs"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("{id} did not fire: {}", p.ranking["costs"]));
+        let endpoints = f["endpoints"].as_array().unwrap_or_else(|| panic!("{id} names no endpoint: {f}"));
+        println!("{id}: {endpoints:?}, serving no request {}", f["endpoints_unattributed"]);
+        let first = &endpoints[0];
+        assert_eq!(first["endpoint"], format!("GET {route}"), "{id}: {endpoints:?}");
+        assert!(first["share"].as_f64().unwrap() >= 0.95, "{id}: only {} of its samples on {route}: {endpoints:?}", first["share"]);
+    }
 }

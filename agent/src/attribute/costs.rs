@@ -118,6 +118,29 @@ pub struct Finding {
     /// worker time no other task could use (blocking calls on a worker).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker_blocked_us_per_request: Option<f64>,
+    /// The endpoints that pay the finding: the on-CPU samples of the stacks through its
+    /// [`Finding::frames`] per endpoint served ([`crate::profile::EndpointSamples`]), most
+    /// first. Empty when the profile has no endpoint join or the finding no frames.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<EndpointShare>,
+    /// Of those stacks' samples, the ones taken while their thread served no request.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub endpoints_unattributed: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One endpoint's part of a finding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EndpointShare {
+    /// `METHOD /route`, as in the wire summary.
+    pub endpoint: String,
+    /// On-CPU samples of the finding's stacks taken while serving it.
+    pub samples: u64,
+    /// `samples` over all samples of the finding's stacks (attributed or not), 0..1.
+    pub share: f64,
 }
 
 /// A fingerprint that could not be evaluated, and why.
@@ -155,6 +178,10 @@ pub struct Ctx<'a> {
     /// ([`crate::wire::summary::SteadyWindow`]; its `http.requests` is that window's request
     /// count), else the whole capture's.
     pub wire: Option<&'a WireSummary>,
+    /// What each [`Ctx::collect_roles`] call matched: its frames and samples, and those
+    /// samples per endpoint served (`None`: serving no request). [`Ctx::finding`] takes the
+    /// endpoints of the call whose frames and samples it is given.
+    pub matched: std::cell::RefCell<Vec<(Vec<FrameSamples>, u64, std::collections::BTreeMap<Option<u32>, u64>)>>,
 }
 
 impl Ctx<'_> {
@@ -214,6 +241,7 @@ impl Ctx<'_> {
         let mut samples = 0;
         let mut frames: HashMap<&str, u64> = HashMap::new();
         let mut by_role = std::collections::BTreeMap::new();
+        let mut by_endpoint: std::collections::BTreeMap<Option<u32>, u64> = std::collections::BTreeMap::new();
         for (si, stack) in self.profile.stacks.iter().enumerate() {
             let per_role = &self.attr.stack_role_samples[si];
             let n: u64 = match roles {
@@ -229,6 +257,11 @@ impl Ctx<'_> {
                 continue;
             }
             samples += n;
+            for &(role, e, k) in self.attr.stack_endpoints.get(si).map_or(&[][..], Vec::as_slice) {
+                if roles.is_none_or(|r| r.contains(&role)) {
+                    *by_endpoint.entry(e).or_insert(0) += k;
+                }
+            }
             for (i, &k) in per_role.iter().enumerate() {
                 if k > 0 && roles.is_none_or(|r| r.contains(&i)) {
                     *by_role.entry(self.attr.role_names[i].clone()).or_insert(0) += k;
@@ -249,6 +282,9 @@ impl Ctx<'_> {
             .collect();
         v.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.frame.cmp(&b.frame)));
         v.truncate(8);
+        if !by_endpoint.is_empty() {
+            self.matched.borrow_mut().push((v.clone(), samples, by_endpoint));
+        }
         (samples, v, by_role)
     }
 
@@ -289,6 +325,7 @@ impl Ctx<'_> {
 
     pub(super) fn finding(&self, id: &str, title: String, confidence: Confidence, samples: u64, frames: Vec<FrameSamples>) -> Finding {
         let share = self.attr.app_share(samples);
+        let (endpoints, endpoints_unattributed) = self.endpoints_of(samples, &frames);
         Finding {
             id: id.to_string(),
             title,
@@ -307,7 +344,28 @@ impl Ctx<'_> {
             owner: None,
             samples_by_role: Default::default(),
             worker_blocked_us_per_request: None,
+            endpoints,
+            endpoints_unattributed,
         }
+    }
+
+    /// The endpoints of the [`Ctx::collect_roles`] call that matched `samples` in `frames`,
+    /// most samples first, and its samples while serving no request; empty when no call did
+    /// (a finding whose frames were merged from several calls) or nothing was joined.
+    fn endpoints_of(&self, samples: u64, frames: &[FrameSamples]) -> (Vec<EndpointShare>, u64) {
+        let Some(names) = self.profile.endpoints.as_ref().map(|e| &e.endpoints) else { return (Vec::new(), 0) };
+        let matched = self.matched.borrow();
+        let Some((_, _, by)) = matched.iter().rev().find(|m| m.1 == samples && m.0 == frames) else { return (Vec::new(), 0) };
+        let total: u64 = by.values().sum();
+        let mut v: Vec<EndpointShare> = by
+            .iter()
+            .filter_map(|(e, &n)| {
+                let name = names.get((*e)? as usize)?;
+                Some(EndpointShare { endpoint: name.clone(), samples: n, share: n as f64 / total.max(1) as f64 })
+            })
+            .collect();
+        v.sort_by(|a, b| b.samples.cmp(&a.samples).then_with(|| a.endpoint.cmp(&b.endpoint)));
+        (v, by.get(&None).copied().unwrap_or(0))
     }
 
     pub(super) fn samples_line(&self, what: &str, samples: u64) -> String {

@@ -161,6 +161,10 @@ pub struct Attribution {
     pub thread_roles: HashMap<(u32, u32), usize>,
     /// On-CPU samples per stack index and role: `stack_role_samples[stack][role]`.
     pub stack_role_samples: Vec<Vec<u64>>,
+    /// Per stack index: (role, endpoint index into [`crate::profile::EndpointSamples::endpoints`]
+    /// or `None` for samples while serving no request, samples) from
+    /// [`crate::profile::StackCount::endpoints`]; empty when the profile has no endpoint join.
+    pub stack_endpoints: Vec<Vec<(usize, Option<u32>, u64)>>,
     /// The app's own crates.
     pub app_crates: Vec<String>,
     /// All on-CPU samples.
@@ -238,10 +242,24 @@ impl Attribution {
         }
         let mut stack_samples = vec![0u64; profile.stacks.len()];
         let mut stack_role_samples = vec![vec![0u64; role_names.len()]; profile.stacks.len()];
+        let joined = profile.endpoints.is_some();
+        let mut stack_endpoints: Vec<Vec<(usize, Option<u32>, u64)>> = vec![Vec::new(); if joined { profile.stacks.len() } else { 0 }];
         for c in &profile.on_cpu {
             if let Some(s) = stack_samples.get_mut(c.stack as usize) {
                 *s += c.count;
-                stack_role_samples[c.stack as usize][thread_roles[&(c.pid, c.tid)]] += c.count;
+                let role = thread_roles[&(c.pid, c.tid)];
+                stack_role_samples[c.stack as usize][role] += c.count;
+                if joined {
+                    let v = &mut stack_endpoints[c.stack as usize];
+                    let mut rest = c.count;
+                    for &(e, n) in &c.endpoints {
+                        v.push((role, Some(e), n));
+                        rest = rest.saturating_sub(n);
+                    }
+                    if rest > 0 {
+                        v.push((role, None, rest));
+                    }
+                }
             }
         }
         let stack_self: Vec<Option<usize>> = profile
@@ -274,6 +292,7 @@ impl Attribution {
             role_names,
             thread_roles,
             stack_role_samples,
+            stack_endpoints,
             app_crates,
             samples,
             stack_profiler,

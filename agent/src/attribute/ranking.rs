@@ -398,7 +398,7 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         _ => (None, None),
     };
     let attr = Attribution::new(profile, opts.rules, requests);
-    let ctx = costs::Ctx { profile, rules: opts.rules, attr: &attr, app_crates: attr.app_crates.clone(), wire: view.as_ref() };
+    let ctx = costs::Ctx { profile, rules: opts.rules, attr: &attr, app_crates: attr.app_crates.clone(), wire: view.as_ref(), matched: Default::default() };
     let (found, not_evaluated) = costs::detect(&ctx);
     let driver = opts.rules.frame_set(super::catalog::DB_DRIVER);
     let driver_samples: u64 = profile
@@ -544,6 +544,8 @@ fn add_lock_counts(r: &mut Ranking, counts: &super::counters::CallCounts, n: u64
         owner: None,
         samples_by_role: Default::default(),
         worker_blocked_us_per_request: None,
+        endpoints: Vec::new(),
+        endpoints_unattributed: 0,
     };
     finding.counts_per_request.insert("lock_acquisitions".into(), total);
     let inputs = GainInputs { cpu_us_per_request: r.cpu_us_per_request, base_req_per_s: r.base_req_per_s, ..GainInputs::default() };
@@ -649,6 +651,8 @@ fn generic(attr: &Attribution, id: &str, title: String, samples: u64, evidence: 
         owner: None,
         samples_by_role: Default::default(),
         worker_blocked_us_per_request: None,
+        endpoints: Vec::new(),
+        endpoints_unattributed: 0,
     }
 }
 
@@ -805,6 +809,25 @@ that bounds the test:
 CPU per request is *sampled* CPU: samples × (1 / frequency) / requests; each share carries its
 binomial standard error sqrt(p(1-p)/n).";
 
+/// "paid by: `GET /a` 81% (412 samples), ...": the endpoints of a finding
+/// ([`Finding::endpoints`]), at most 5, and its samples while serving no request; `None`
+/// when it has none.
+fn paid_by(f: &Finding) -> Option<String> {
+    if f.endpoints.is_empty() {
+        return None;
+    }
+    let total: u64 = f.endpoints.iter().map(|e| e.samples).sum::<u64>() + f.endpoints_unattributed;
+    let mut parts: Vec<String> = f.endpoints.iter().take(5).map(|e| format!("`{}` {:.0}% ({})", e.endpoint, e.share * 100.0, e.samples)).collect();
+    if f.endpoints.len() > 5 {
+        let rest: u64 = f.endpoints[5..].iter().map(|e| e.samples).sum();
+        parts.push(format!("{} other endpoints {:.0}% ({rest})", f.endpoints.len() - 5, 100.0 * rest as f64 / total.max(1) as f64));
+    }
+    if f.endpoints_unattributed > 0 {
+        parts.push(format!("serving no request {:.0}% ({})", 100.0 * f.endpoints_unattributed as f64 / total.max(1) as f64, f.endpoints_unattributed));
+    }
+    Some(format!("paid by (on-CPU samples of its stacks, by the request their thread was serving): {}", parts.join(", ")))
+}
+
 /// Renders `ranking.md`.
 pub fn render_markdown(r: &Ranking) -> String {
     let mut s = String::new();
@@ -860,6 +883,9 @@ pub fn render_markdown(r: &Ranking) -> String {
             }
             if let Some(o) = &f.owner {
                 let _ = writeln!(s, "- where: `{o}`");
+            }
+            if let Some(p) = paid_by(f) {
+                let _ = writeln!(s, "- {p}");
             }
             if !f.samples_by_role.is_empty() {
                 let roles: Vec<String> = f.samples_by_role.iter().map(|(r, n)| format!("{n} on {r}")).collect();
@@ -972,6 +998,9 @@ pub fn render_markdown(r: &Ranking) -> String {
         let _ = writeln!(s, "- {} samples ({:.2}% ± {:.2}), {} µs/req", g.samples, g.cpu_share * 100.0, g.cpu_share_se * 100.0, opt(g.cpu_us_per_request, 2));
         for e in &g.evidence {
             let _ = writeln!(s, "- {e}");
+        }
+        if let Some(p) = paid_by(g) {
+            let _ = writeln!(s, "- {p}");
         }
         for fr in &g.frames {
             let _ = writeln!(s, "  - {} `{}`", fr.samples, fr.frame);

@@ -16,7 +16,7 @@
 //! Off-CPU stacks are still frame-pointer stacks (`offcpu.bpf.c`): copying stacks at every
 //! context switch is a different cost.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -27,7 +27,7 @@ use aya::maps::{MapData, RingBuf};
 use aya::programs::PerfEvent;
 use aya::Ebpf;
 
-use super::{attach_cpu_clock, drain_ring, load_error, load_object_sized, map_error, program, raw_stacks, set_target_pids, CollectError, SampleKey};
+use super::{attach_cpu_clock, drain_ring, load_error, load_object_sized, map_error, program, raw_stacks, set_target_pids, CollectError, SampleCounts, SampleKey};
 use crate::profile::{LostCounters, ModuleUnwind, RawStack, UnwindReport};
 use crate::target::Filter;
 use crate::unwind::{self, Sample, StackEnd, Unwinder};
@@ -80,7 +80,7 @@ pub const DEFAULT_STACK_COPY_BYTES: u64 = abi::STACK_COPY_MAX_BYTES as u64;
 
 /// What the drain thread hands back.
 struct Drained {
-    counts: HashMap<SampleKey, u64>,
+    counts: SampleCounts,
     report: UnwindReport,
     modules: Vec<unwind::ModuleStats>,
 }
@@ -156,7 +156,7 @@ impl StackCopy {
         self.stop.store(true, Ordering::Release);
         let drained = match self.thread.take() {
             Some(t) => t.join().map_err(|_| map_error(names::MAP_STACK_SAMPLES, "the drain thread panicked"))?,
-            None => Drained { counts: HashMap::new(), report: UnwindReport::default(), modules: Vec::new() },
+            None => Drained { counts: SampleCounts::default(), report: UnwindReport::default(), modules: Vec::new() },
         };
         // `add_lost` covers this object's ring-buffer and stack-copy losses.
         super::add_lost(&self.ebpf, lost)?;
@@ -194,13 +194,13 @@ impl StackCopy {
 /// `stop` is raised (after the program was detached) and the buffer is empty.
 fn drain(ring: RingBuf<MapData>, stop: Arc<AtomicBool>, mode: unwind::Mode, mut report: UnwindReport) -> Drained {
     let mut unwinder = Unwinder::new(mode);
-    let mut counts: HashMap<SampleKey, u64> = HashMap::new();
+    let mut counts = SampleCounts::default();
     drain_ring(ring, &stop, |data| handle(data, &mut unwinder, &mut counts, &mut report));
     report.binaries_loaded = unwinder.binaries_loaded() as u64;
     Drained { counts, report, modules: unwinder.module_stats() }
 }
 
-fn handle(data: &[u8], unwinder: &mut Unwinder, counts: &mut HashMap<SampleKey, u64>, report: &mut UnwindReport) {
+fn handle(data: &[u8], unwinder: &mut Unwinder, counts: &mut SampleCounts, report: &mut UnwindReport) {
     if data.len() < abi::STACK_SAMPLE_HEADER_SIZE {
         return;
     }
@@ -228,5 +228,5 @@ fn handle(data: &[u8], unwinder: &mut Unwinder, counts: &mut HashMap<SampleKey, 
         StackEnd::DepthLimit | StackEnd::Error | StackEnd::ProcessGone => report.truncated_other += 1,
     }
     let key = SampleKey { tgid: h.tgid, tid: h.pid, comm: h.comm, user: u.frames, kernel: h.kernel_frames().to_vec() };
-    *counts.entry(key).or_default() += 1;
+    counts.add(key, h.ts_ns);
 }

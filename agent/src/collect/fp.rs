@@ -3,7 +3,7 @@
 //! `on_cpu_sample` (agent-ebpf `sample.bpf.c`) runs on a software CPU-clock perf event per
 //! online CPU and sends, per sample of the target, the thread and both stacks as the kernel
 //! walked them (`bpf_get_stack`; the user walk follows frame pointers) through the
-//! `fp_samples` ring buffer ([`abi::FpSample`], 2,064 bytes). A thread of the agent drains it
+//! `fp_samples` ring buffer ([`abi::FpSample`], 2,072 bytes). A thread of the agent drains it
 //! every 50 ms and aggregates the samples per (thread, user stack, kernel stack).
 //!
 //! The stacks are copied into each record instead of interned with `bpf_get_stackid`: a
@@ -13,7 +13,7 @@
 //! ([`LostCounters::ringbuf_dropped`]) and failed user walks
 //! ([`LostCounters::stack_walk_failures`]).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -23,7 +23,7 @@ use aya::maps::{MapData, RingBuf};
 use aya::programs::PerfEvent;
 use aya::Ebpf;
 
-use super::{attach_cpu_clock, drain_ring, load_error, load_object, map_error, program, raw_stacks, set_target_pids, CollectError, SampleKey};
+use super::{attach_cpu_clock, drain_ring, load_error, load_object, map_error, program, raw_stacks, set_target_pids, CollectError, SampleCounts, SampleKey};
 use crate::profile::{LostCounters, RawStack};
 use crate::target::Filter;
 
@@ -31,7 +31,7 @@ use crate::target::Filter;
 pub(super) struct FpSampler {
     ebpf: Ebpf,
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<HashMap<SampleKey, u64>>>,
+    thread: Option<JoinHandle<SampleCounts>>,
 }
 
 impl FpSampler {
@@ -52,11 +52,11 @@ impl FpSampler {
         let thread = std::thread::Builder::new()
             .name("profiler-fp".to_owned())
             .spawn(move || {
-                let mut counts: HashMap<SampleKey, u64> = HashMap::new();
+                let mut counts = SampleCounts::default();
                 drain_ring(ring, &stop, |data| {
                     if let Some(s) = abi::FpSample::read(data) {
                         let key = SampleKey { tgid: s.tgid, tid: s.pid, comm: s.comm, user: s.user_frames().to_vec(), kernel: s.kernel_frames().to_vec() };
-                        *counts.entry(key).or_default() += 1;
+                        counts.add(key, s.ts_ns);
                     }
                 });
                 counts
@@ -91,7 +91,7 @@ impl FpSampler {
         self.stop.store(true, Ordering::Release);
         let counts = match self.thread.take() {
             Some(t) => t.join().map_err(|_| map_error(names::MAP_FP_SAMPLES, "the drain thread panicked"))?,
-            None => HashMap::new(),
+            None => SampleCounts::default(),
         };
         super::add_lost(&self.ebpf, lost)?;
         Ok(raw_stacks(counts))

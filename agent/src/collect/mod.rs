@@ -43,7 +43,8 @@ pub use dwarf::{Unwind, DEFAULT_STACK_COPY_BYTES};
 pub use syscall_names::{syscall_name, SYSCALL_NAMES_X86_64};
 pub use syscalls::{DEFAULT_SYSCALL_DUTY_PCT, WINDOW_PERIOD as SYSCALL_WINDOW_PERIOD};
 
-use crate::profile::{Footprint, LostCounters, Meta, Process, RawProfile, RawStack, StackLost};
+use crate::profile::{EndpointSamples, Footprint, LostCounters, Meta, Process, RawProfile, RawStack, StackLost};
+use crate::wire::serving::{Served, Serving};
 use crate::target::{Filter, ResolvedTarget};
 
 /// Errors of loading, attaching and draining.
@@ -235,11 +236,35 @@ struct SampleKey {
     kernel: Vec<u64>,
 }
 
+/// Most sample times a sampler keeps (8 bytes each, 16 MB: 17 minutes at 999 Hz on 2 CPUs);
+/// later samples are counted without their time ([`RawStack::sample_times_ns`]).
+const MAX_SAMPLE_TIMES: usize = 2_000_000;
+
+/// The on-CPU samplers' aggregation: samples per [`SampleKey`] with their times.
+#[derive(Debug, Default)]
+struct SampleCounts {
+    counts: HashMap<SampleKey, (u64, Vec<u64>)>,
+    times: usize,
+}
+
+impl SampleCounts {
+    /// One sample of `key` at `ts_ns` (`bpf_ktime_get_ns`).
+    fn add(&mut self, key: SampleKey, ts_ns: u64) {
+        let slot = self.counts.entry(key).or_default();
+        slot.0 += 1;
+        if self.times < MAX_SAMPLE_TIMES {
+            slot.1.push(ts_ns);
+            self.times += 1;
+        }
+    }
+}
+
 /// Aggregated samples as [`RawStack`]s, most samples first (ties by thread id).
-fn raw_stacks(counts: HashMap<SampleKey, u64>) -> Vec<RawStack> {
+fn raw_stacks(counts: SampleCounts) -> Vec<RawStack> {
     let mut out: Vec<RawStack> = counts
+        .counts
         .into_iter()
-        .map(|(key, count)| RawStack {
+        .map(|(key, (count, times))| RawStack {
             pid: key.tgid,
             tid: key.tid,
             thread: comm_string(&key.comm),
@@ -248,9 +273,34 @@ fn raw_stacks(counts: HashMap<SampleKey, u64>) -> Vec<RawStack> {
             count,
             total_ns: 0,
             lost: StackLost::default(),
+            sample_times_ns: times,
+            endpoints: Vec::new(),
         })
         .collect();
     out.sort_by(|a, b| b.count.cmp(&a.count).then(a.tid.cmp(&b.tid)));
+    out
+}
+
+/// Joins on-CPU samples to the requests their threads were serving ([`Serving::at`]): fills
+/// each stack's [`RawStack::endpoints`] and drops its sample times.
+fn join_endpoints(on_cpu: &mut [RawStack], serving: &Serving) -> EndpointSamples {
+    let mut out = EndpointSamples { endpoints: serving.endpoints.clone(), ..EndpointSamples::default() };
+    for s in on_cpu.iter_mut() {
+        let mut by: HashMap<u32, u64> = HashMap::new();
+        for &ts in &s.sample_times_ns {
+            match serving.at(s.tid, ts) {
+                Served::Endpoint(e) => *by.entry(e).or_default() += 1,
+                Served::Nothing => out.unattributed += 1,
+                Served::NotRecorded => out.not_recorded += 1,
+            }
+        }
+        out.not_recorded += s.count.saturating_sub(s.sample_times_ns.len() as u64);
+        let mut v: Vec<(u32, u64)> = by.into_iter().collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        out.attributed += v.iter().map(|e| e.1).sum::<u64>();
+        s.endpoints = v;
+        s.sample_times_ns = Vec::new();
+    }
     out
 }
 
@@ -646,13 +696,13 @@ impl Collector {
         if let Some(tracer) = self.syscalls.as_mut() {
             tracer.close()?;
         }
-        let (wire, wire_report) = match self.wire.take() {
+        let (wire, wire_report, serving) = match self.wire.take() {
             Some(capture) => {
                 let activity = self.activity.take().map(pg_activity::ActivityPoller::finish);
-                let (summary, report) = capture.finish(activity)?;
-                (Some(summary), Some(report))
+                let (summary, report, serving) = capture.finish(activity)?;
+                (Some(summary), Some(report), Some(serving))
             }
-            None => (None, None),
+            None => (None, None, None),
         };
         let duration = self.started.elapsed();
         let end_ktime = monotonic_ns();
@@ -661,13 +711,20 @@ impl Collector {
         let cpu_at_end = target.cpu_time_ns().or(self.cpu_last_seen);
 
         let mut lost = LostCounters::default();
-        let (on_cpu, unwind) = match self.on_cpu.take() {
+        let (mut on_cpu, unwind) = match self.on_cpu.take() {
             Some(OnCpu::Fp(sampler)) => (sampler.finish(&mut lost)?, None),
             Some(OnCpu::StackCopy(stack_copy)) => {
                 let (stacks, report) = stack_copy.finish(&mut lost)?;
                 (stacks, Some(report))
             }
             None => (Vec::new(), None),
+        };
+        let endpoints = match &serving {
+            Some(serving) if !on_cpu.is_empty() => Some(join_endpoints(&mut on_cpu, serving)),
+            _ => {
+                on_cpu.iter_mut().for_each(|s| s.sample_times_ns = Vec::new());
+                None
+            }
         };
         let off_cpu = match &self.offcpu {
             Some(ebpf) => {
@@ -709,7 +766,7 @@ impl Collector {
             footprint: Some(footprint),
             syscall_windows,
         };
-        Ok(RawProfile { meta, processes, on_cpu, off_cpu, syscalls, lost, wire, maps: self.maps, bpf_symbols })
+        Ok(RawProfile { meta, processes, on_cpu, off_cpu, syscalls, lost, wire, endpoints, maps: self.maps, bpf_symbols })
     }
 }
 
@@ -830,7 +887,7 @@ fn lost(id: i32) -> bool {
 
 fn raw_stack(key: &StackKey, user: Vec<u64>, kernel: Vec<u64>, count: u64, total_ns: u64) -> RawStack {
     let lost = StackLost { user: lost(key.user_stack_id), kernel: lost(key.kernel_stack_id) };
-    RawStack { pid: key.tgid, tid: key.pid, thread: comm_string(&key.comm), user, kernel, count, total_ns, lost }
+    RawStack { pid: key.tgid, tid: key.pid, thread: comm_string(&key.comm), user, kernel, count, total_ns, lost, ..RawStack::default() }
 }
 
 fn drain_off_cpu(ebpf: &Ebpf, end_ktime: u64, min_block_ns: u64) -> Result<Vec<RawStack>, CollectError> {

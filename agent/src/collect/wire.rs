@@ -33,6 +33,7 @@ use super::pg_activity::ActivityLog;
 use crate::profile::{StatementTextReport, WireCaptureReport};
 use crate::wire::resolve::{match_texts, RoundTripTimes};
 use crate::target::Filter;
+use crate::wire::serving::Serving;
 use crate::wire::{Chunk, Direction, Protocol, WireDecoder, WireOptions as DecoderOptions, WireSummary};
 
 /// Longest time between two reads of a process's TCP tables while its socket fds stay the
@@ -96,6 +97,8 @@ pub struct Decoded {
     pub times: RoundTripTimes,
     /// PostgreSQL connections: socket id -> the target's local TCP port.
     pub pg_ports: HashMap<u64, u16>,
+    /// Who each thread served when ([`crate::wire::serving`]).
+    pub serving: Serving,
 }
 
 impl RecordDecoder {
@@ -121,9 +124,11 @@ impl RecordDecoder {
     /// [`RecordDecoder::finish`] with what [`crate::wire::resolve::match_texts`] needs, before
     /// the merge of statements prepared before the capture (see
     /// [`WireDecoder::finish_with_times`]).
-    pub fn finish_all(self) -> Decoded {
+    pub fn finish_all(mut self) -> Decoded {
+        let serving = self.decoder.take_serving();
         let (summary, _, times) = self.decoder.finish_with_times();
         Decoded {
+            serving,
             summary,
             by_syscall: self.by_syscall.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
             times,
@@ -256,7 +261,7 @@ impl WireCapture {
 
     /// Detaches the programs, lets the drain thread decode what is left in the ring buffer
     /// and returns the summary with the kernel's counters.
-    pub(super) fn finish(mut self, activity: Option<ActivityLog>) -> Result<(WireSummary, WireCaptureReport), CollectError> {
+    pub(super) fn finish(mut self, activity: Option<ActivityLog>) -> Result<(WireSummary, WireCaptureReport, Serving), CollectError> {
         for (name, _) in abi::PROGRAMS {
             let prog: &mut BtfTracePoint = program(&mut self.ebpf, name)?;
             prog.unload().map_err(|source| CollectError::Attach { program: name, source })?;
@@ -266,7 +271,7 @@ impl WireCapture {
             Some(t) => t.join().map_err(|_| map_error(abi::MAP_WIRE_CHUNKS, "the drain thread panicked"))?,
             None => RecordDecoder::default(),
         };
-        let Decoded { mut summary, by_syscall: chunks_by_syscall, times, pg_ports } = drained.finish_all();
+        let Decoded { mut summary, by_syscall: chunks_by_syscall, times, pg_ports, serving } = drained.finish_all();
         let statement_texts = activity.map(|log| {
             let texts = match_texts(&times, &pg_ports, &log.observations, &log.texts);
             let names = texts.len() as u64;
@@ -312,7 +317,7 @@ impl WireCapture {
                 "the wire ring buffer was full: some messages and request lines were not captured, and the per-request database figures undercount"
             );
         }
-        Ok((summary, report))
+        Ok((summary, report, serving))
     }
 }
 

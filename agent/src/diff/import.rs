@@ -632,7 +632,7 @@ impl Builder {
             self.profile.stacks.push(Stack { frames: ids, truncated: false });
             next
         });
-        self.profile.on_cpu.push(StackCount { pid: 0, tid: 0, thread, stack, count, total_ns: 0 });
+        self.profile.on_cpu.push(StackCount { pid: 0, tid: 0, thread, stack, count, total_ns: 0, endpoints: Vec::new() });
     }
 
     fn finish(mut self) -> Profile {

@@ -363,6 +363,33 @@ pub struct RawStack {
     /// place, so that the sample's self time is not given to the frames above.
     #[serde(default)]
     pub lost: StackLost,
+    /// On-CPU: the time of each sample, ns of `CLOCK_MONOTONIC` (`bpf_ktime_get_ns`), in the
+    /// order they arrived; fewer than `count` when the samplers' cap was reached
+    /// ([`crate::collect`]'s `MAX_SAMPLE_TIMES`). Used to join samples to the requests
+    /// being served, then dropped; not serialized.
+    #[serde(skip)]
+    pub sample_times_ns: Vec<u64>,
+    /// On-CPU: samples per endpoint served (index into [`EndpointSamples::endpoints`],
+    /// samples), from [`crate::wire::serving`]; empty when none was attributed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<(u32, u64)>,
+}
+
+/// On-CPU samples joined to the HTTP endpoints of the wire capture: a thread's samples go to
+/// the request it was serving at the time ([`crate::wire::serving`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointSamples {
+    /// Endpoint names (`METHOD /route`, as in the wire summary); the endpoint indices of
+    /// [`StackCount::endpoints`] and [`RawStack::endpoints`] point into it.
+    pub endpoints: Vec<String>,
+    /// Samples attributed to an endpoint.
+    pub attributed: u64,
+    /// Samples of threads that had made no socket call of a request before them (blocking
+    /// pools, background tasks, start-up).
+    pub unattributed: u64,
+    /// Samples with no time kept (past the samplers' cap) or past the timeline's cap
+    /// ([`crate::wire::serving::MAX_CHANGES`]).
+    pub not_recorded: u64,
 }
 
 /// Stacks of a [`RawStack`] that were lost in the kernel.
@@ -394,6 +421,9 @@ pub struct RawProfile {
     /// capture was off (`collect::Options::wire`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wire: Option<crate::wire::WireSummary>,
+    /// On-CPU samples joined to endpoints (wire capture and on-CPU sampling both on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoints: Option<EndpointSamples>,
     /// Executable mappings of the target's processes, recorded while they ran, with their
     /// files held open: what symbolizes a process that exited before the end. Not
     /// serialized (open file handles of this agent).
@@ -475,6 +505,11 @@ pub struct StackCount {
     pub count: u64,
     /// Off-CPU: total time switched out, ns. 0 for on-CPU.
     pub total_ns: u64,
+    /// On-CPU: of `count`, samples per endpoint served (index into
+    /// [`EndpointSamples::endpoints`] of [`Profile::endpoints`], samples), most first; empty
+    /// when none was attributed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<(u32, u64)>,
 }
 
 /// The canonical profile (`profile.json`).
@@ -503,4 +538,9 @@ pub struct Profile {
     /// capture was off (`collect::Options::wire`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wire: Option<crate::wire::WireSummary>,
+    /// On-CPU samples joined to the endpoints of the wire capture: names and how many
+    /// samples could be attributed ([`StackCount::endpoints`] holds the split). `None` without
+    /// a wire capture or on-CPU sampling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoints: Option<EndpointSamples>,
 }

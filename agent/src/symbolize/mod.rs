@@ -108,6 +108,7 @@ pub fn symbolize_with(raw: RawProfile, options: &Options) -> Profile {
         syscalls,
         mut lost,
         wire,
+        endpoints,
         maps: recorded,
         bpf_symbols,
     } = raw;
@@ -184,9 +185,9 @@ pub fn symbolize_with(raw: RawProfile, options: &Options) -> Profile {
 
     let mut stacks = StackInterner::default();
     let mut convert = |raws: Vec<RawStack>, on_cpu: bool, lost_truncated: &mut u64| {
-        // (pid, tid, thread, stack) -> (count, total_ns): different addresses can give the
-        // same named stack.
-        let mut merged: BTreeMap<(u32, u32, String, u32), (u64, u64)> = BTreeMap::new();
+        // (pid, tid, thread, stack) -> (count, total_ns, samples per endpoint): different
+        // addresses can give the same named stack.
+        let mut merged: BTreeMap<(u32, u32, String, u32), (u64, u64, BTreeMap<u32, u64>)> = BTreeMap::new();
         for raw in raws {
             let mut frames: Vec<u32> = Vec::new();
             let mut user_outer: Vec<u32> = Vec::new();
@@ -213,16 +214,16 @@ pub fn symbolize_with(raw: RawProfile, options: &Options) -> Profile {
             let slot = merged.entry((raw.pid, raw.tid, raw.thread, stack)).or_default();
             slot.0 = slot.0.saturating_add(raw.count);
             slot.1 = slot.1.saturating_add(raw.total_ns);
+            for (e, n) in raw.endpoints {
+                *slot.2.entry(e).or_default() += n;
+            }
         }
         merged
             .into_iter()
-            .map(|((pid, tid, thread, stack), (count, total_ns))| StackCount {
-                pid,
-                tid,
-                thread,
-                stack,
-                count,
-                total_ns,
+            .map(|((pid, tid, thread, stack), (count, total_ns, by_endpoint))| {
+                let mut endpoints: Vec<(u32, u64)> = by_endpoint.into_iter().collect();
+                endpoints.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+                StackCount { pid, tid, thread, stack, count, total_ns, endpoints }
             })
             .collect::<Vec<_>>()
     };
@@ -251,6 +252,7 @@ pub fn symbolize_with(raw: RawProfile, options: &Options) -> Profile {
         syscalls,
         lost,
         wire,
+        endpoints,
     }
 }
 

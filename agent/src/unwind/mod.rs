@@ -604,7 +604,7 @@ mod tests {
     #[test]
     fn summary_lines_state_per_binary_unwinding_complete_share_and_bytes() {
         use crate::profile::{Frame, FrameKind, ModuleUnwind, Profile, Stack, StackCount, UnwindReport};
-        let count = |stack, count| StackCount { pid: 1, tid: 1, thread: "t".into(), stack, count, total_ns: 0 };
+        let count = |stack, count| StackCount { pid: 1, tid: 1, thread: "t".into(), stack, count, total_ns: 0, endpoints: Vec::new() };
         let module = |module: &str, cfi, fp, samples, complete, bytes| ModuleUnwind {
             module: module.into(),
             unwind_info: "eh_frame_hdr".into(),

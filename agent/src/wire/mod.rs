@@ -36,6 +36,7 @@ pub mod capture;
 pub mod http;
 pub mod pg;
 pub mod resolve;
+pub mod serving;
 pub mod sql;
 pub mod summary;
 
@@ -274,6 +275,7 @@ pub struct WireDecoder {
     http: http::HttpDecoder,
     summary: summary::SummaryBuilder,
     times: resolve::RoundTripTimes,
+    serving: serving::ServingTimeline,
     events: Vec<WireEvent>,
     scratch_pg: Vec<pg::PgEvent>,
     scratch_http: Vec<http::HttpEvent>,
@@ -291,6 +293,11 @@ impl WireDecoder {
             Protocol::Postgres => self.pg.push(chunk, &mut self.scratch_pg),
             Protocol::Http => self.http.push(chunk, &mut self.scratch_http),
         }
+        let request = self.scratch_http.iter().rev().find_map(|e| match e {
+            http::HttpEvent::Request(r) => Some(r.endpoint()),
+            _ => None,
+        });
+        self.serving.observe(chunk, request.as_deref());
         self.fold();
     }
 
@@ -328,11 +335,18 @@ impl WireDecoder {
     /// The producer saw this socket close: free its state (see [`pg::PgDecoder::close`],
     /// [`http::HttpDecoder::close`]). Without it, state lives until [`WireDecoder::finish`].
     pub fn close_socket(&mut self, protocol: Protocol, socket: u64) {
+        self.serving.close_socket(protocol, socket);
         match protocol {
             Protocol::Postgres => self.pg.close(socket, &mut self.scratch_pg),
             Protocol::Http => self.http.close(socket, &mut self.scratch_http),
         }
         self.fold();
+    }
+
+    /// Who each thread served when, from the chunks pushed so far (see [`serving`]); the
+    /// decoder starts a new timeline.
+    pub fn take_serving(&mut self) -> serving::Serving {
+        std::mem::take(&mut self.serving).finish()
     }
 
     /// The events decoded so far (only with [`WireOptions::keep_events`]), emptied.

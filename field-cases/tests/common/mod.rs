@@ -338,6 +338,12 @@ fn has_bpf_attachments(pid: u32) -> bool {
 /// falls inside the profile), waits for the profiler to write its reports and returns
 /// `DIR/ranking.json`, wrk's figures and the app's own request count over the load.
 pub fn profile(app: &App, route: &str, secs: u64, extra: &[&str]) -> Profiled {
+    profile_routes(app, &[route], secs, extra).0
+}
+
+/// [`profile`] with one wrk per route, all at once (4 connections each when there are
+/// several); [`Profiled::wrk`] is the first route's, the second value every route's.
+pub fn profile_routes(app: &App, routes: &[&str], secs: u64, extra: &[&str]) -> (Profiled, Vec<WrkResult>) {
     let profiler = release_bin("profiler");
     let out = tempfile::Builder::new().prefix("field-cases-profile-").tempdir().expect("tempdir");
     let dir = out.path().join("out");
@@ -388,7 +394,16 @@ pub fn profile(app: &App, route: &str, secs: u64, extra: &[&str]) -> Profiled {
     // The first perf event or link is open: give the rest of the programs a moment to attach.
     std::thread::sleep(Duration::from_millis(1000));
     let before = app.served_total();
-    let wrk = wrk(&app.url(route), secs, 8);
+    let conns = if routes.len() > 1 { 4 } else { 8 };
+    let runs: Vec<std::thread::JoinHandle<WrkResult>> = routes
+        .iter()
+        .map(|r| {
+            let url = app.url(r);
+            std::thread::spawn(move || wrk(&url, secs, conns))
+        })
+        .collect();
+    let all: Vec<WrkResult> = runs.into_iter().map(|t| t.join().expect("wrk thread")).collect();
+    let wrk = all[0].clone();
     let after = app.served_total();
     // The profiler ends on its own after --duration, then symbolizes and writes its reports.
     let mut child = guard.0.take().expect("child");
@@ -410,5 +425,5 @@ pub fn profile(app: &App, route: &str, secs: u64, extra: &[&str]) -> Profiled {
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}; profiler stderr:\n{profiler_stderr}", path.display()));
     let ranking = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()));
-    Profiled { ranking, wrk, served: after - before, profiler_stdout, out }
+    (Profiled { ranking, wrk, served: after - before, profiler_stdout, out }, all)
 }
