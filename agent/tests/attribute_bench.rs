@@ -70,8 +70,8 @@ const IN_FLIGHT: f64 = 64.0;
 /// alone moves the figure by at most `truth × 64 / requests` (every request in flight cut
 /// whole). The bound is the largest of 0.02 per request (100 of 5,000 requests), 0.5% of the
 /// count and that edge: `/queries` has 40 round trips per request and a fifth of `/db`'s
-/// requests, so its edges weigh most (39.94 measured at stop 11, 39.76 in a clean-clone CI
-/// rehearsal of 2026-12-01, whose edge bound was about 0.8). `d` is the ranking's
+/// requests, so its edges weigh most (39.94 and 39.76 measured in two runs, whose edge
+/// bound was about 0.8). `d` is the ranking's
 /// `db_per_request` (its window's request count).
 fn count(what: &str, got: &Value, truth: f64, d: &Value) {
     let g = got.as_f64().unwrap_or_else(|| panic!("{what}: not a number: {got}"));
@@ -186,7 +186,7 @@ fn bench_ranking_matches_the_ground_truth_with_all_costs_and_names_none_without(
     count("deals-create none: narrow user SELECT", &Value::from(shape_executions(d, "SELECT id, name, email FROM users WHERE id = ?")), 1.0, d);
     // GET /queries?queries=20, none: each query checks a connection out, so sqlx's release
     // ping comes 20 times per request; none is back-to-back, and pool-ping is not named (a
-    // validation run of stop 11 named it from the 19.95 pings alone).
+    // rule counting pings alone would name it from the 19.95 pings).
     let r = ranking(none.path(), "queries");
     let named: Vec<String> = ids(&r).into_iter().filter(|i| SEEDED.contains(&i.as_str())).collect();
     assert!(named.is_empty(), "queries with CRM_COSTS=none named {named:?}");

@@ -1,14 +1,27 @@
 //! `profiler bench --smoke` end to end, for real: throwaway PostgreSQL, the app in Docker, the
 //! conformance gate, five tests with the agent attached. Runs as root in CI (scripts/test builds
 //! the workspace first, so `target-app` sits beside `profiler`).
+//!
+//! The tests that start a bench take [`one_bench`] first: a bench gives its app the port 8080
+//! when it is free when asked (then binds it in the container), so two benches started at once
+//! could both pick it and the second would measure the first one's app; and both pin their app
+//! and load to the same CPUs.
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
 
 use serde_json::Value;
 
+/// One bench at a time in this test process (see the module docs).
+fn one_bench() -> MutexGuard<'static, ()> {
+    static BENCH: Mutex<()> = Mutex::new(());
+    BENCH.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn bench_smoke_measures_and_profiles_all_five_tests() {
+    let _bench = one_bench();
     let out = tempfile::tempdir().unwrap();
     let profiler = env!("CARGO_BIN_EXE_profiler");
     let app = Path::new(profiler).with_file_name("target-app");
@@ -101,6 +114,7 @@ fn a_mistyped_cost_is_refused_before_anything_starts() {
 
 #[test]
 fn an_unwritable_out_and_an_early_stop_leave_no_folder() {
+    let _bench = one_bench();
     let profiler = env!("CARGO_BIN_EXE_profiler");
     let dir = tempfile::tempdir().unwrap();
     // An --out that is a file: refused before the build and the database, as attach does.
@@ -136,6 +150,7 @@ fn an_unwritable_out_and_an_early_stop_leave_no_folder() {
 /// the test's folder, marked partial, and results.json says the profiled run did not finish.
 #[test]
 fn a_bench_stopped_in_its_profiled_run_keeps_the_partial_profile() {
+    let _bench = one_bench();
     use std::io::{BufRead, BufReader};
     let out = tempfile::tempdir().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_profiler"))

@@ -11,9 +11,9 @@
 //! `--noise-floor 35`: on this shared 2-CPU machine the speed of the whole machine drifts over
 //! tens of seconds, more than the spread of a bench's own runs. Two benches of the same code
 //! two apart (as `all-1` and `all-2` here) differed by up to 27% in req/s and 37% in app CPU per
-//! request (2026-12-01, seven benches in a row, nothing else running: medians 2,970, 2,476,
-//! 2,879, 3,265, 3,493, 3,437, 2,557 req/s; one CI run failed at 20 with 3,446 -> 2,572 req/s
-//! and 164 -> 225 µs/req, -25% and +37%). The threshold is PCT% of the larger value, so 35
+//! request (seven benches in a row, nothing else running: medians 2,970, 2,476, 2,879,
+//! 3,265, 3,493, 3,437, 2,557 req/s; at `--noise-floor 20` one pair of 3,446 -> 2,572 req/s
+//! and 164 -> 225 µs/req, -25% and +37%, failed). The threshold is PCT% of the larger value, so 35
 //! covers a third more CPU per request with the two sides' spreads on top. `/json` under a fixed wrk load moved 67k -> 50k -> 66k req/s within a
 //! minute on the same app process.
 

@@ -1,5 +1,5 @@
 //! Golden tests of `diff.md` on a recorded pair (agent/tests/data/diff/): two `profiler bench
-//! --only deals-create --runs 3 --duration 3 --warmup 2 --frequency 999` runs of 2026-11-30,
+//! --only deals-create --runs 3 --duration 3 --warmup 2 --frequency 999` runs,
 //! BASE with `--costs all`, HEAD with `--costs all,-double-json-parse` (results.json and the
 //! profiled run's profile.json, gzip-compressed). `BLESS=1` rewrites the goldens.
 //!
@@ -83,7 +83,7 @@ fn profile_pair_golden() {
 
 #[test]
 fn golden_figures_match_the_raw_files() {
-    // Figures of bench.diff.md recomputed by hand from the raw files (python3, 2026-11-30):
+    // Figures of bench.diff.md recomputed by hand from the raw files (python3):
     // - req/s medians: BASE runs 1796.1, 1844.5, 1787.1 -> 1796; HEAD 1742.5, 1723.3, 1675.5
     //   -> 1723; noise = (1844.5-1787.1) + (1742.5-1675.5) = 124.4;
     // - sampled CPU per request, parked tokio workers left out (samples whose stack holds a

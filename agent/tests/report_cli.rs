@@ -236,8 +236,8 @@ fn bad_input_exits_2_with_one_line() {
     let expected = format!("profile schema version 99 is newer than the {} this profiler reads", profiler::profile::SCHEMA_VERSION);
     assert!(err.contains(&expected), "{err}");
 
-    // Values no run has: refused as `profiler diff` refuses them (a fresh-user trial
-    // rendered this one "at 0 Hz", "751 samples (0.00 s of CPU)").
+    // Values no run has: refused as `profiler diff` refuses them (rendered, this one would
+    // read "at 0 Hz", "751 samples (0.00 s of CPU)").
     let zero_hz = dir.path().join("zero-hz.json");
     let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(fixture()).unwrap()).unwrap();
     v["meta"]["frequency_hz"] = 0.into();

@@ -1,4 +1,4 @@
-//! The first "Done when" of issue 7, for real (root): target-app built WITHOUT frame pointers
+//! DWARF unwinding for real (root): target-app built WITHOUT frame pointers
 //! and profiled under `deals-list` load with `Unwind::Dwarf` gives >= 90 % complete stacks,
 //! and its top-20 self-time function shares (user-space functions, see below) are within 2
 //! points of the frame-pointer build profiled with `Unwind::Fp`.
@@ -24,7 +24,7 @@
 //!   instruction, so no unwinding mode of ours changes them. Their shares move with the
 //!   scheduling of the two sequential runs instead: `_raw_spin_unlock_irqrestore`, where
 //!   the samples of interrupt-disabled sections land, read 17.01 % (fp) and 14.33 % (dwarf)
-//!   in one CI run (stop 11) and 15.55 % and 15.45 % in a local run.
+//!   in one run and 15.55 % and 15.45 % in another.
 
 mod attach_support;
 
@@ -326,10 +326,10 @@ fn is_kernel(name: &str) -> bool {
 /// Self-time shares (% of the samples whose leaf function is known), the top `TOP`
 /// user-space names, the samples and the share of all samples without a known leaf
 /// (`[unknown]`, an unresolved address). Both on-CPU samplers copy their stacks into their
-/// records, so no `[user stack lost]` / `[kernel stack lost]` frame may appear (the
-/// frame-pointer sampler once interned stacks in a map and lost about 5% of its user stacks
-/// and 2% of its kernel stacks to hash collisions at 999 Hz: those were the "4.79% with no
-/// known leaf" of an earlier run); the caller asserts it.
+/// records, so no `[user stack lost]` / `[kernel stack lost]` frame may appear (a sampler
+/// that interns stacks in a map loses about 5% of its user stacks and 2% of its kernel
+/// stacks to hash collisions at 999 Hz, which show as samples with no known leaf); the
+/// caller asserts it.
 fn self_shares(profile: &Profile) -> (HashMap<String, f64>, Vec<String>, u64, f64) {
     let no_leaf = |n: &str| n.starts_with("[unknown]");
     let compared = |n: &str| !no_leaf(n);

@@ -1,4 +1,4 @@
-//! Issue 7, "a binary replaced mid-run is noticed", and bad input of the unwinder:
+//! A binary replaced mid-run is noticed, and bad input of the unwinder:
 //!
 //! - A process runs a binary, the file at that path is replaced by another one (renamed over,
 //!   as a deployment does) and the process re-executes it under the same pid. The unwinder

@@ -45,8 +45,8 @@ fn validate_smoke_pool_ping_on_json_and_db() {
     assert_eq!(db["present"], true, "{db}");
     assert_eq!(db["measured_rounds"], 3, "{db}");
     // The measured gain of removing the ping on /db, median of 3 bracketed rounds (the
-    // default). Seen on this 2-CPU machine: rounds of +18%, +28%, +49% (README, validation
-    // section), but also -3.7%, -1.1%, +24.1% on another run: the median's sign
+    // default). Seen on this 2-CPU machine: rounds of +18%, +28%, +49% (PERFORMANCE.md, the
+    // validation smoke run), but also -3.7%, -1.1%, +24.1% on another run: the median's sign
     // is machine noise at this size, so only the best round's sign and plausible bounds are
     // asserted.
     let gain = db["measured_gain_pct"].as_f64().unwrap();

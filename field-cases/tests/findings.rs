@@ -159,7 +159,7 @@ fn json_from_an_unbuffered_reader() {
     check("/case/json-from-reader");
 }
 
-/// The README's worked example: a user's own `[[cost]]` in a `--rules` file
+/// The worked example of docs/rules.md: a user's own `[[cost]]` in a `--rules` file
 /// (`rules/password-hashing.toml`) fires on the route that hashes in `spawn_blocking`, where no
 /// built-in cost does, with its share within 25% of perf's and its samples on the blocking pool.
 #[test]

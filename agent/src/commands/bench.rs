@@ -101,7 +101,7 @@ pub struct Args {
     #[arg(long, default_value = bench::DEFAULT_JWT_SECRET)]
     pub jwt_secret: String,
     /// Validate the ranking against target-app's switches instead (`validation.md`,
-    /// `validation.json`; see the README): a profiled bench run with `CRM_COSTS=all` and one
+    /// `validation.json`; see docs/bench.md): a profiled bench run with `CRM_COSTS=all` and one
     /// with `none`, then per test alternating runs `all`, `all,-<switch>` (`--rounds`), the app
     /// restarted before each (`--costs` is ignored). With the defaults (all five tests, eight
     /// switches, 15 s runs) it takes about 65 minutes; `--runs 1 --duration 5 --warmup 2` about

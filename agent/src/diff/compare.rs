@@ -57,9 +57,9 @@ pub const IDLE_SYSCALL_FLOOR: f64 = 0.75;
 /// Frames that run in bursts when the heap grows (mimalloc extending a fresh page's free list,
 /// the kernel zeroing the pages it faults in), prefixes of `Frame::function`. Their samples
 /// come in runs, so their counts are far noisier than Poisson: `mi_page_free_list_extend` went
-/// 1.470 -> 0.144 µs per request between two benches of the same code (a clean-clone CI
-/// rehearsal, 2026-12-01; the profile covers the app's restart and warm-up, when its heap
-/// grows), and 6 -> 37 samples at 4,999 Hz before. Their changes are called only beyond
+/// 1.470 -> 0.144 µs per request between two benches of the same code (the profile covers
+/// the app's restart and warm-up, when its heap grows), and 6 -> 37 samples at 4,999 Hz in
+/// another pair. Their changes are called only beyond
 /// [`BURSTY_FRAME_FLOOR`]; a real change in allocation shows in the `alloc` layer's row.
 /// The relative floor of the heap-growth frames (the catalog's `heap-growth` frame set,
 /// [`crate::attribute::catalog::HEAP_GROWTH`]): 0.75 of the larger value, as for idle syscalls,
@@ -69,14 +69,14 @@ pub const BURSTY_FRAME_FLOOR: f64 = 0.75;
 /// Syscalls that wait for work, or wake a thread that waits: their count per request depends
 /// on load, not on the request path. `write` is here for the wake-ups of tokio's I/O driver
 /// (mio's `Waker::wake` writes an eventfd; on-CPU stacks `IoHandle::unpark` -> `File::write`):
-/// 0.079, 0.349, 0.264 and 0.082 per request in four `deals-create` benches of the same code
-/// (2026-11-30), the only row besides the double parse that `diff_bench` called.
+/// 0.079, 0.349, 0.264 and 0.082 per request in four `deals-create` benches of the same code,
+/// the only row besides the double parse that `diff_bench` called without this list.
 pub const IDLE_SYSCALLS: &[&str] =
     &["epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select", "pselect6", "futex", "sched_yield", "nanosleep", "clock_nanosleep", "write"];
 
 /// Relative change (0..1, of the larger value) of a profile figure that one profiled run per
-/// side cannot tell from noise: 0.5, so a figure must about double or halve. Measured on this
-/// machine (2 CPUs shared with other work, 2026-11-30) between `profiler bench --only
+/// side cannot tell from noise: 0.5, so a figure must about double or halve. Measured on a
+/// 2-CPU machine shared with other work, between `profiler bench --only
 /// deals-create` runs of the same code, or whose only difference was the removed double parse:
 /// layers with 40 or more samples moved by 30-70% per request (hyper 46 -> 70 samples, kernel
 /// sched 73 -> 126, the unattributed stacks 102 -> 173 at 4,999 Hz), and mimalloc's fresh-page
@@ -424,8 +424,7 @@ struct Figures {
 /// frame set ([`crate::attribute::catalog::RUNTIME_PARK`]: tokio's worker and current-thread
 /// park, its I/O and time drivers' turn, `std::thread::park`). The on-CPU samples below them
 /// are the scheduler and `epoll_wait` on the way to sleep: they follow how often the workers
-/// run out of work (load), not the request path. Measured on a quiet machine (CI, 2026-11-30):
-/// two `profiler bench --only deals-create` runs with the same app had 15.9 and 34.7 µs/req
+/// run out of work (load), not the request path. Measured on a quiet machine: two `profiler bench --only deals-create` runs with the same app had 15.9 and 34.7 µs/req
 /// under `park`, while the costs differed by 1.3 µs/req.
 fn frame_set<'a>(rules: &'a RuleSet, name: &str) -> Option<&'a crate::attribute::catalog::FrameSet> {
     rules.frame_set(name)
@@ -597,7 +596,7 @@ impl Scaler<'_> {
         let bursty = matches!(section, Section::Frames | Section::SelfFrames) && self.heap_growth.is_some_and(|s| s.matches(name));
         // Every figure from the one profiled run's samples takes the sampled floor, the CPU
         // per request among them: it moved 224 -> 319 µs/req between two benches of the same
-        // code (2026-12-01), the profiled run's own throughput going 0.79 -> 0.72 of unprofiled.
+        // code, the profiled run's own throughput going 0.79 -> 0.72 of unprofiled.
         let sampled = matches!(section, Section::Cpu | Section::Cost | Section::Layers | Section::Frames | Section::SelfFrames)
             || (section == Section::Spawns && unit != "calls/req");
         let noise = self.floor.map(|f| {
@@ -748,7 +747,7 @@ pub const DRIFT_MIN_CHANGE: f64 = 0.10;
 /// database did the same work per request in more or less CPU time, which is what a machine
 /// that got slower or faster does (the speed of a shared host drifts; two benches of the same
 /// code on the 2-vCPU CI machine read 164 -> 225 µs/req in the app and 267 -> 350 in
-/// PostgreSQL, +37% and +31%, with 7.007 -> 7.010 round trips per request, 2026-12-01).
+/// PostgreSQL, +37% and +31%, with 7.007 -> 7.010 round trips per request).
 fn machine_drift(rows: &[Row]) -> Option<String> {
     let rel = |name: &str| rows.iter().find(|r| r.section == Section::Cpu && r.name == name).and_then(|r| r.delta_pct.map(|p| (r, p / 100.0)));
     let ((app, a), (db, d)) = (rel(ROW_CPU_ACCOUNTED)?, rel(ROW_DB_CPU_ACCOUNTED)?);
@@ -865,8 +864,8 @@ mod tests {
 
     #[test]
     fn the_allocators_heap_growth_frames_need_more_than_a_disappearance() {
-        // The rehearsal's figures: 1.470 -> 0.144 µs/req, about 141 -> 14 samples of 0.0104
-        // µs/req each, at the bench's floor of 0.35.
+        // Two benches of the same code: 1.470 -> 0.144 µs/req, about 141 -> 14 samples of
+        // 0.0104 µs/req each, at the bench's floor of 0.35.
         let rules = RuleSet::builtin();
         let scaler = Scaler { heap_growth: rules.frame_set(crate::attribute::catalog::HEAP_GROWTH), floor: Some(0.35) };
         let k = 0.01043;
@@ -882,7 +881,7 @@ mod tests {
 
     #[test]
     fn the_same_factor_on_both_sides_of_the_wire_is_called_machine_drift() {
-        // The CI run of 2026-12-01 that failed diff_bench (two benches of the same code):
+        // Two benches of the same code on a machine whose speed drifted:
         // app 163.7 -> 225.3 µs/req, PostgreSQL 0.92 CPUs at 3,446 req/s -> 0.90 at 2,572
         // (267 -> 350 µs/req), round trips 7.007 -> 7.010.
         let rows = [cpu(ROW_CPU_ACCOUNTED, 163.7, 225.3, 92.4), cpu(ROW_DB_CPU_ACCOUNTED, 267.0, 350.0, 120.0), round_trips(7.007, 7.010, 1.9)];

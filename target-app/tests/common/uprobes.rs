@@ -4,6 +4,11 @@
 //! kernel's Documentation/trace/uprobetracer.rst); the file offset is computed from the ELF
 //! symbol address and the PT_LOAD segment that holds it. `perf stat -x,` counts hits per
 //! event between `enable` and `disable` sent through its `--control` FIFO.
+//!
+//! Uprobe events are global to the kernel: every [`Uprobes`] gets a group of its own,
+//! `PREFIX_PID_N` (the test process's id and a per-process counter), so tests running in
+//! parallel, or in two test processes at once, never add or remove each other's events.
+//! Groups left behind by a test process that died are removed by the next [`Uprobes::add`].
 
 #![allow(dead_code)]
 
@@ -13,12 +18,19 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{mpsc, Mutex};
 use std::time::Duration;
 
 use object::{Object, ObjectSegment, ObjectSymbol};
 
 const TRACEFS: &str = "/sys/kernel/tracing";
+
+/// Serializes the mount check and the writes to `uprobe_events` of this process's tests.
+static TRACEFS_LOCK: Mutex<()> = Mutex::new(());
+
+/// Per-process counter of uprobe groups.
+static GROUP_SEQ: AtomicU32 = AtomicU32::new(0);
 
 fn tracefs() -> PathBuf {
     let p = Path::new(TRACEFS);
@@ -35,6 +47,7 @@ fn tracefs() -> PathBuf {
 
 /// A set of uprobes of one group on one binary; removed on drop.
 pub struct Uprobes {
+    /// `PREFIX_PID_N`: unique among the processes running now.
     group: String,
     /// Event name -> demangled symbol it sits on.
     pub events: BTreeMap<String, String>,
@@ -74,11 +87,15 @@ pub fn find_functions(binary: &Path, wanted: impl Fn(&str) -> bool) -> Vec<(Stri
 impl Uprobes {
     /// Adds one uprobe per (event name, demangled symbol) pair; each symbol must exist exactly
     /// as named. `multi` pairs (event prefix, demangled name) put one probe on every symbol of
-    /// that name (monomorphized copies), as `PREFIX_0`, `PREFIX_1`, ...
-    pub fn add(binary: &Path, group: &str, exact: &[(&str, &str)], multi: &[(&str, &str)]) -> Uprobes {
+    /// that name (monomorphized copies), as `PREFIX_0`, `PREFIX_1`, ... The group is
+    /// `{prefix}_{pid}_{n}` (see the module docs); [`Uprobes::perf_events`] names the events.
+    pub fn add(binary: &Path, prefix: &str, exact: &[(&str, &str)], multi: &[(&str, &str)]) -> Uprobes {
+        let _lock = TRACEFS_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let dir = tracefs();
         let binary = binary.canonicalize().expect("binary path");
-        remove_group(&dir, group);
+        remove_stale_groups(&dir, prefix);
+        let group = format!("{prefix}_{}_{}", std::process::id(), GROUP_SEQ.fetch_add(1, Ordering::Relaxed));
+        let group = group.as_str();
         let mut events = BTreeMap::new();
         let mut lines = Vec::new();
         for (event, symbol) in exact {
@@ -109,13 +126,14 @@ impl Uprobes {
     }
 }
 
-fn remove_group(dir: &Path, group: &str) {
+/// Removes every event whose group `remove` accepts.
+fn remove_groups(dir: &Path, remove: impl Fn(&str) -> bool) {
     let existing = std::fs::read_to_string(dir.join("uprobe_events")).unwrap_or_default();
     let mut f = OpenOptions::new().append(true).open(dir.join("uprobe_events")).expect("open uprobe_events");
     for line in existing.lines() {
         // "p:GROUP/EVENT PATH:OFFSET"
         if let Some(name) = line.split_whitespace().next().and_then(|s| s.split_once(':')).map(|(_, n)| n) {
-            if name.starts_with(&format!("{group}/")) {
+            if name.split_once('/').is_some_and(|(group, _)| remove(group)) {
                 // One write per command: tracefs parses each write(2) on its own.
                 let _ = f.write_all(format!("-:{name}\n").as_bytes());
             }
@@ -123,9 +141,20 @@ fn remove_group(dir: &Path, group: &str) {
     }
 }
 
+/// Removes the groups `{prefix}_{pid}_{n}` of processes that no longer run (a test process
+/// killed before its drops ran).
+fn remove_stale_groups(dir: &Path, prefix: &str) {
+    remove_groups(dir, |group| {
+        let Some(rest) = group.strip_prefix(prefix).and_then(|r| r.strip_prefix('_')) else { return false };
+        let Some(pid) = rest.split('_').next().and_then(|p| p.parse::<u32>().ok()) else { return false };
+        pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists()
+    });
+}
+
 impl Drop for Uprobes {
     fn drop(&mut self) {
-        remove_group(Path::new(TRACEFS), &self.group);
+        let _lock = TRACEFS_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        remove_groups(Path::new(TRACEFS), |g| g == self.group);
     }
 }
 
