@@ -529,3 +529,21 @@ fn bad_runs_json_is_refused_with_one_line() {
     let head = attach_with(d, "typo", "head/deals-create/profile.json.gz", typo);
     refused(&[&base, &head], "unknown field `req_per_sec`");
 }
+
+#[test]
+fn a_side_whose_scaled_counts_round_to_zero_gets_an_empty_graph() {
+    // Per sample, BASE is scaled by HEAD's samples over BASE's (0.001 here): every BASE
+    // count (10) rounds to 0, and diff-base.svg has nothing to draw.
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base.folded");
+    let head = dir.path().join("head.folded");
+    std::fs::write(&base, (0..100).map(|i| format!("main;serve;parse{i} 10\n")).collect::<String>()).unwrap();
+    std::fs::write(&head, "main;serve;compile 1\n").unwrap();
+    let out = dir.path().join("diff");
+    let (code, stdout, stderr) = run(&[&base, &head], &["--out", out.to_str().unwrap()]);
+    assert!(code == 0 || code == 1, "exit {code}\nstdout: {stdout}\nstderr: {stderr}");
+    for svg in ["diff.svg", "diff-base.svg"] {
+        let text = std::fs::read_to_string(out.join(svg)).unwrap();
+        assert!(text.starts_with("<?xml") || text.contains("<svg"), "{svg}: {text}");
+    }
+}
