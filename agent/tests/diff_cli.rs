@@ -453,3 +453,97 @@ fn out_that_is_a_file_is_refused() {
     let base_file = data().join("base/deals-create/profile.json.gz");
     refused_with(&[&base_file, &base_file], &["--out", file.to_str().unwrap()], &format!("profiler: error: --out {} is a file, not a folder", file.display()));
 }
+
+/// An attach output folder of `profile` (a file of the test data) with `runs` as its
+/// `runs.json` (none when `Null`).
+fn attach_with(d: &Path, name: &str, profile: &str, runs: serde_json::Value) -> PathBuf {
+    let dir = d.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(data().join(profile), dir.join("profile.json.gz")).unwrap();
+    if !runs.is_null() {
+        write_json(&dir.join("runs.json"), &runs);
+    }
+    dir
+}
+
+fn runs_json(req_per_s: &[f64], cpu_us_per_request: f64) -> serde_json::Value {
+    let runs: Vec<serde_json::Value> = req_per_s
+        .iter()
+        .map(|&r| {
+            let requests = (r * 5.0) as u64;
+            serde_json::json!({"duration_s": 5.0, "requests": requests, "req_per_s": r, "p50_us": 900, "p99_us": 4000,
+                               "app_cpu_ns": (requests as f64 * cpu_us_per_request * 1e3) as u64})
+        })
+        .collect();
+    serde_json::json!({"format": "profiler-runs", "schema_version": 1, "runs": runs})
+}
+
+#[test]
+fn attach_outputs_with_runs_json_compare_throughput_and_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = attach_with(d, "base", "base/deals-create/profile.json.gz", runs_json(&[1000.0, 1010.0, 990.0], 500.0));
+    let head = attach_with(d, "head", "head/deals-create/profile.json.gz", runs_json(&[500.0, 505.0, 495.0], 1000.0));
+    let out = d.join("diff");
+    let (code, stdout, stderr) = run(&[&base, &head], &["--out", out.to_str().unwrap()]);
+    assert_eq!(code, 1, "a halved req/s beyond the runs' spread fails the gate\nstdout: {stdout}\nstderr: {stderr}");
+    let md = std::fs::read_to_string(out.join("diff.md")).unwrap();
+    assert!(md.contains("| req/s | 1000 | 500 | -500 (-50.0%) | ±30.0 | **worse, beyond noise** |"), "{md}");
+    assert!(md.contains("| app CPU per request (accounted, /proc) (µs/req) | 500 | 1000 |"), "{md}");
+    // The same runs on both sides: nothing in the gate moved.
+    let same = attach_with(d, "same", "head/deals-create/profile.json.gz", runs_json(&[1000.0, 1010.0, 990.0], 500.0));
+    let (code, _, stderr) = run(&[&base, &same], &["--format", "md"]);
+    assert_eq!(code, 0, "{stderr}");
+    // runs.json on one side only: the runs are not compared, and the diff says so.
+    let bare = attach_with(d, "bare", "head/deals-create/profile.json.gz", serde_json::Value::Null);
+    let (_, stdout, _) = run(&[&base, &bare], &["--format", "md"]);
+    assert!(stdout.contains("only one side has measured runs"), "{stdout}");
+}
+
+#[test]
+fn bad_runs_json_is_refused_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = attach_with(d, "base", "base/deals-create/profile.json.gz", runs_json(&[1000.0], 500.0));
+    let mut swapped = runs_json(&[1000.0], 500.0);
+    swapped["runs"][0]["p50_us"] = 5000.into();
+    let head = attach_with(d, "p50", "head/deals-create/profile.json.gz", swapped);
+    refused_with(
+        &[&base, &head],
+        &[],
+        &format!("profiler: error: HEAD: {}: invalid runs.json: runs[0].p50_us = 5000 is above p99_us = 4000", head.join("runs.json").display()),
+    );
+    let head = attach_with(d, "format", "head/deals-create/profile.json.gz", serde_json::json!({"runs": []}));
+    refused(&[&base, &head], "not a runs.json (no \"format\": \"profiler-runs\")");
+    let mut future = runs_json(&[1000.0], 500.0);
+    future["schema_version"] = 2.into();
+    let head = attach_with(d, "future", "head/deals-create/profile.json.gz", future);
+    refused(&[&base, &head], "runs.json schema version 2 is newer than the 1 this profiler reads");
+    let mut cpu = runs_json(&[1000.0], 500.0);
+    cpu["runs"][0]["app_cpu_ns"] = u64::MAX.into();
+    let head = attach_with(d, "cpu", "head/deals-create/profile.json.gz", cpu);
+    refused(&[&head, &base], "BASE: ");
+    refused(&[&head, &base], "runs[0].app_cpu_ns = 18446744073709551615 is more than twice what");
+    let mut typo = runs_json(&[1000.0], 500.0);
+    typo["runs"][0]["req_per_sec"] = 1.into();
+    let head = attach_with(d, "typo", "head/deals-create/profile.json.gz", typo);
+    refused(&[&base, &head], "unknown field `req_per_sec`");
+}
+
+#[test]
+fn a_side_whose_scaled_counts_round_to_zero_gets_an_empty_graph() {
+    // Per sample, BASE is scaled by HEAD's samples over BASE's (0.001 here): every BASE
+    // count (10) rounds to 0, and diff-base.svg has nothing to draw.
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base.folded");
+    let head = dir.path().join("head.folded");
+    std::fs::write(&base, (0..100).map(|i| format!("main;serve;parse{i} 10\n")).collect::<String>()).unwrap();
+    std::fs::write(&head, "main;serve;compile 1\n").unwrap();
+    let out = dir.path().join("diff");
+    let (code, stdout, stderr) = run(&[&base, &head], &["--out", out.to_str().unwrap()]);
+    assert!(code == 0 || code == 1, "exit {code}\nstdout: {stdout}\nstderr: {stderr}");
+    for svg in ["diff.svg", "diff-base.svg"] {
+        let text = std::fs::read_to_string(out.join(svg)).unwrap();
+        assert!(text.starts_with("<?xml") || text.contains("<svg"), "{svg}: {text}");
+    }
+}

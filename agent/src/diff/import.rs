@@ -5,7 +5,7 @@
 //! | input | how it is recognized | what a side gets |
 //! |---|---|---|
 //! | bench output folder | a folder with `results.json` (or that file itself) | one [`TestSide`] per test: its measured runs from `results.json`, its profile from `<test>/profile.json` (or `profile.json.gz`), requests = the wire capture's count over the profile (`<test>/ranking.json`, else the profile's wire summary), else wrk's count of the profiled run |
-//! | attach output folder | a folder with `profile.json` or `profile.json.gz` (a bench test's folder too) | one unnamed test; requests from its `ranking.json` (`requests`) or the profile's wire capture |
+//! | attach output folder | a folder with `profile.json` or `profile.json.gz` (a bench test's folder too) | one unnamed test; requests from its `ranking.json` (`requests`) or the profile's wire capture; measured runs from its `runs.json` when it has one ([`RUNS_FORMAT`], written by `scripts/profile-pr`) |
 //! | `profile.json` | JSON with `"format": "profiler-profile"` (gzip-compressed too) | as an attach folder |
 //! | pprof | gzip-compressed or plain `perftools.profiles.Profile` protobuf (google/pprof `proto/profile.proto`, decoded with the `pprof` crate's prost types) | on-CPU stacks; sample value `samples` (else the default sample type, else the first); frequency from a `cpu/nanoseconds` period |
 //! | `perf script` text | inferno's perf collapser says it applies (an event line followed by a stack line); every other line must be one it parses (it would skip it with a warning) | stacks folded by `inferno::collapse::perf` (comm first), one sample per event (the period column is dropped: inferno would weigh by it) |
@@ -109,7 +109,7 @@ impl InputKind {
     }
 }
 
-/// Figures of one measured (unprofiled) bench run.
+/// Figures of one measured (unprofiled) run: a bench's, or one of a `runs.json`.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct RunFigures {
     /// Throughput, req/s (wrk).
@@ -136,7 +136,7 @@ pub struct TestSide {
     pub requests: Option<u64>,
     /// Where `requests` came from: `wrk`, `ranking.json`, `wire`.
     pub requests_source: Option<&'static str>,
-    /// Measured runs (bench only), in order.
+    /// Measured runs (a bench's, or an attach output's `runs.json`), in order.
     pub runs: Vec<RunFigures>,
     /// Why the bench has no profile for this test, when it says.
     pub profile_error: Option<String>,
@@ -950,10 +950,110 @@ fn load_attach(dir: &Path) -> Result<Side, ImportError> {
     let path = profile_in(dir);
     let bytes = read_bounded(&path)?;
     let profile = json_profile(&bytes, &path)?;
+    let cpus = profile.meta.cpus;
     let requests = ranking_requests(dir)?;
     let mut side = single(&path, InputKind::Attach, profile, requests, requests.map(|_| "ranking.json"))?;
     side.path = dir.to_path_buf();
+    side.tests[0].runs = measured_runs(dir, cpus)?;
     Ok(side)
+}
+
+/// `format` of a `runs.json`: the measured runs of the load an attach output profiled, made
+/// without the agent (`scripts/profile-pr` writes one beside each side's `profile.json`):
+///
+/// ```json
+/// {"format": "profiler-runs", "schema_version": 1,
+///  "runs": [{"duration_s": 5.0, "requests": 41200, "req_per_s": 8240.0,
+///            "p50_us": 450, "p99_us": 2100, "app_cpu_ns": 4100000000}]}
+/// ```
+///
+/// Units are in the names; `app_cpu_ns` (the service's CPU time over the run, every process
+/// and thread of it) may be absent or `null`. With measured runs on both sides an attach diff
+/// compares req/s, latency and CPU per request like a bench diff, and their spreads give the
+/// profile figures their noise.
+pub const RUNS_FORMAT: &str = "profiler-runs";
+
+/// Newest `runs.json` schema version read.
+pub const RUNS_SCHEMA_VERSION: u64 = 1;
+
+/// Longest measured run a `runs.json` may record, s: a day.
+pub const MAX_RUN_SECONDS: f64 = 86_400.0;
+
+/// `runs.json` past its `format` and `schema_version`, which [`measured_runs`] checks first.
+#[derive(serde::Deserialize)]
+struct RunsFile {
+    runs: Vec<MeasuredRun>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MeasuredRun {
+    duration_s: f64,
+    requests: u64,
+    req_per_s: f64,
+    p50_us: f64,
+    p99_us: f64,
+    #[serde(default)]
+    app_cpu_ns: Option<u64>,
+}
+
+/// The measured runs of `dir/runs.json` ([`RUNS_FORMAT`]), none when the file is absent; a
+/// run's figures are checked as [`check_run`] checks a bench's, on a machine of `cpus` CPUs
+/// (the profile's).
+fn measured_runs(dir: &Path, cpus: u32) -> Result<Vec<RunFigures>, ImportError> {
+    let path = dir.join("runs.json");
+    if !path.is_file() {
+        return Ok(Vec::new());
+    }
+    let bytes = read_bounded(&path)?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| ImportError::Invalid { path: path.clone(), file: "runs.json", detail: e.to_string() })?;
+    if value.get("format").and_then(|f| f.as_str()) != Some(RUNS_FORMAT) {
+        return Err(ImportError::WrongKind { path, what: format!("not a runs.json (no \"format\": \"{RUNS_FORMAT}\")") });
+    }
+    match value.get("schema_version").and_then(|v| v.as_u64()) {
+        Some(found) if found > RUNS_SCHEMA_VERSION => {
+            return Err(ImportError::FutureVersion { path, file: "runs.json", found, supported: RUNS_SCHEMA_VERSION })
+        }
+        Some(0) => return Err(ImportError::Invalid { path, file: "runs.json", detail: "schema_version 0: runs.json versions start at 1".into() }),
+        _ => {}
+    }
+    let file: RunsFile = serde_json::from_value(value).map_err(|e| ImportError::Invalid { path: path.clone(), file: "runs.json", detail: e.to_string() })?;
+    let invalid = |detail: String| ImportError::Invalid { path: path.clone(), file: "runs.json", detail };
+    let mut runs = Vec::new();
+    for (i, r) in file.runs.iter().enumerate() {
+        let field = format!("runs[{i}]");
+        if !(r.duration_s.is_finite() && r.duration_s > 0.0 && r.duration_s <= MAX_RUN_SECONDS) {
+            return Err(invalid(format!("{field}.duration_s = {} is not a run's length (above 0, at most {MAX_RUN_SECONDS} s)", number(r.duration_s))));
+        }
+        if !(r.req_per_s.is_finite() && (0.0..=MAX_REQ_PER_S).contains(&r.req_per_s)) {
+            return Err(invalid(format!("{field}.req_per_s = {} is not a throughput (0 to {MAX_REQ_PER_S:e} req/s)", number(r.req_per_s))));
+        }
+        let rate = r.requests as f64 / r.duration_s;
+        if rate > MAX_REQ_PER_S {
+            return Err(invalid(format!("{field}.requests = {} in {} s is {rate:.2e} req/s, more than {MAX_REQ_PER_S:e}", r.requests, r.duration_s)));
+        }
+        for (name, us) in [("p50_us", r.p50_us), ("p99_us", r.p99_us)] {
+            if !(us.is_finite() && (0.0..=MAX_LATENCY_US).contains(&us)) {
+                return Err(invalid(format!("{field}.{name} = {} is not a latency (0 to an hour, {MAX_LATENCY_US:e} µs)", number(us))));
+            }
+        }
+        if r.p50_us > r.p99_us {
+            return Err(invalid(format!("{field}.p50_us = {} is above p99_us = {}", r.p50_us, r.p99_us)));
+        }
+        let most_ns = 2.0 * f64::from(cpus.max(1)) * (r.duration_s + 1.0) * 1e9;
+        if let Some(ns) = r.app_cpu_ns.filter(|&ns| ns as f64 > most_ns) {
+            return Err(invalid(format!("{field}.app_cpu_ns = {ns} is more than twice what {} CPUs give in a run of {} s and a second", cpus.max(1), r.duration_s)));
+        }
+        runs.push(RunFigures {
+            req_per_s: r.req_per_s,
+            p50_us: r.p50_us,
+            p99_us: r.p99_us,
+            cpu_us_per_request: r.app_cpu_ns.filter(|&ns| ns > 0 && r.requests > 0).map(|ns| ns as f64 / 1e3 / r.requests as f64),
+            db_cpu_us_per_request: None,
+        });
+    }
+    Ok(runs)
 }
 
 fn load_bench(dir: &Path) -> Result<Side, ImportError> {

@@ -77,7 +77,13 @@ pub fn write_svg(
     }
     let paired = String::from_utf8_lossy(&paired);
     let lines: Vec<&str> = paired.lines().filter(|l| !l.is_empty()).collect();
-    if lines.is_empty() {
+    // Nothing to give widths: BASE's graph when every BASE count rounds to 0 once scaled (a
+    // head that spends 190x more CPU per request scales BASE by 0.005), inferno refuses it.
+    let no_widths = match widths {
+        Widths::Head => after.is_empty(),
+        Widths::Base => before.is_empty(),
+    };
+    if lines.is_empty() || no_widths {
         return crate::render::flamegraph::write_svg(&[], crate::render::flamegraph::Style::OnCpu, title, Some(subtitle), out);
     }
     let mut options = inferno::flamegraph::Options::default();
