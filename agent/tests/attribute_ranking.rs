@@ -161,3 +161,24 @@ fn bench_rankings_use_wrk_requests_and_the_measured_bound() {
         assert!(combined.contains(t), "{t} missing in:\n{combined}");
     }
 }
+
+/// Who pays a finding: the first five endpoints by name, the rest in one row, then the samples
+/// on no request; shares of all joined samples (100 here: 40+20+10+8+6 listed, 4+2 others, 10
+/// on no request), and the line ranking.md prints.
+#[test]
+fn payers_of_a_finding_by_hand() {
+    use profiler::attribute::costs::EndpointShare;
+    let mut f = finding(100, 0.5, None, None, None);
+    for (e, n) in [("GET /a", 40), ("GET /b", 20), ("POST /c", 10), ("GET /d", 8), ("GET /e", 6), ("GET /f", 4), ("GET /g", 2)] {
+        f.endpoints.push(EndpointShare { endpoint: e.into(), samples: n, share: n as f64 / 100.0 });
+    }
+    f.endpoints_unattributed = 10;
+    let rows = f.payers();
+    let got: Vec<(&str, bool, u64)> = rows.iter().map(|p| (p.label.as_str(), p.endpoint, p.samples)).collect();
+    assert_eq!(
+        got,
+        [("GET /a", true, 40), ("GET /b", true, 20), ("POST /c", true, 10), ("GET /d", true, 8), ("GET /e", true, 6), ("2 other endpoints", false, 6), ("serving no request", false, 10)]
+    );
+    assert!(close(rows[0].share, 0.40) && close(rows[5].share, 0.06) && close(rows[6].share, 0.10));
+    assert!(finding(1, 0.1, None, None, None).payers().is_empty());
+}

@@ -132,6 +132,50 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+/// One row of [`Finding::payers`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Payer {
+    /// An endpoint (`METHOD /route`), or a label for the rest ("3 other endpoints",
+    /// "serving no request").
+    pub label: String,
+    /// True when `label` is an endpoint.
+    pub endpoint: bool,
+    /// On-CPU samples.
+    pub samples: u64,
+    /// Of all the finding's joined samples, 0..1.
+    pub share: f64,
+}
+
+/// Endpoints [`Finding::payers`] lists by name; the rest are summed in one row.
+pub const PAYERS_LISTED: usize = 5;
+
+impl Finding {
+    /// Who pays the finding, for a report: its first [`PAYERS_LISTED`] endpoints, the other
+    /// endpoints in one row, and its samples while serving no request. Empty when it has no
+    /// endpoints.
+    pub fn payers(&self) -> Vec<Payer> {
+        if self.endpoints.is_empty() {
+            return Vec::new();
+        }
+        let total = (self.endpoints.iter().map(|e| e.samples).sum::<u64>() + self.endpoints_unattributed).max(1) as f64;
+        let mut rows: Vec<Payer> = self
+            .endpoints
+            .iter()
+            .take(PAYERS_LISTED)
+            .map(|e| Payer { label: e.endpoint.clone(), endpoint: true, samples: e.samples, share: e.samples as f64 / total })
+            .collect();
+        if self.endpoints.len() > PAYERS_LISTED {
+            let rest: u64 = self.endpoints[PAYERS_LISTED..].iter().map(|e| e.samples).sum();
+            rows.push(Payer { label: format!("{} other endpoints", self.endpoints.len() - PAYERS_LISTED), endpoint: false, samples: rest, share: rest as f64 / total });
+        }
+        if self.endpoints_unattributed > 0 {
+            let n = self.endpoints_unattributed;
+            rows.push(Payer { label: "serving no request".into(), endpoint: false, samples: n, share: n as f64 / total });
+        }
+        rows
+    }
+}
+
 /// One endpoint's part of a finding.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EndpointShare {

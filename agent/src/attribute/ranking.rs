@@ -306,6 +306,10 @@ pub struct Ranking {
     /// Absent without a PostgreSQL capture (and in rankings written before it existed).
     #[serde(default)]
     pub db_per_request: Option<DbPerRequest>,
+    /// How many on-CPU samples were joined to the endpoint their thread was serving
+    /// ([`crate::profile::EndpointSamples`]; the names with them); `None` without a join.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_join: Option<crate::profile::EndpointSamples>,
 }
 
 /// One row of the thread-role table of a ranking.
@@ -473,6 +477,7 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         calls_per_request: Vec::new(),
         thread_roles: role_rows(profile, &attr),
         db_per_request,
+        endpoint_join: profile.endpoints.clone(),
     }
 }
 
@@ -809,22 +814,13 @@ that bounds the test:
 CPU per request is *sampled* CPU: samples × (1 / frequency) / requests; each share carries its
 binomial standard error sqrt(p(1-p)/n).";
 
-/// "paid by: `GET /a` 81% (412 samples), ...": the endpoints of a finding
-/// ([`Finding::endpoints`]), at most 5, and its samples while serving no request; `None`
-/// when it has none.
+/// "paid by ...": the rows of [`Finding::payers`] in one line; `None` when it has none.
 fn paid_by(f: &Finding) -> Option<String> {
-    if f.endpoints.is_empty() {
+    let rows = f.payers();
+    if rows.is_empty() {
         return None;
     }
-    let total: u64 = f.endpoints.iter().map(|e| e.samples).sum::<u64>() + f.endpoints_unattributed;
-    let mut parts: Vec<String> = f.endpoints.iter().take(5).map(|e| format!("`{}` {:.0}% ({})", e.endpoint, e.share * 100.0, e.samples)).collect();
-    if f.endpoints.len() > 5 {
-        let rest: u64 = f.endpoints[5..].iter().map(|e| e.samples).sum();
-        parts.push(format!("{} other endpoints {:.0}% ({rest})", f.endpoints.len() - 5, 100.0 * rest as f64 / total.max(1) as f64));
-    }
-    if f.endpoints_unattributed > 0 {
-        parts.push(format!("serving no request {:.0}% ({})", 100.0 * f.endpoints_unattributed as f64 / total.max(1) as f64, f.endpoints_unattributed));
-    }
+    let parts: Vec<String> = rows.iter().map(|p| format!("{} {:.0}% ({})", if p.endpoint { format!("`{}`", p.label) } else { p.label.clone() }, p.share * 100.0, p.samples)).collect();
     Some(format!("paid by (on-CPU samples of its stacks, by the request their thread was serving): {}", parts.join(", ")))
 }
 
@@ -847,6 +843,18 @@ pub fn render_markdown(r: &Ranking) -> String {
         opt(r.cpu_us_per_request, 2),
         r.bound.describe()
     );
+    if let Some(j) = &r.endpoint_join {
+        let all = j.attributed + j.unattributed + j.not_recorded;
+        let _ = writeln!(
+            s,
+            "On-CPU samples joined to the HTTP endpoint their thread was serving: {} of {all} ({:.1}%) over {} endpoints; {} on threads serving no request{}. Each finding below says which endpoints pay it.\n",
+            j.attributed,
+            100.0 * j.attributed as f64 / all.max(1) as f64,
+            j.endpoints.len(),
+            j.unattributed,
+            if j.not_recorded > 0 { format!(", {} not recorded (past the timeline's cap)", j.not_recorded) } else { String::new() }
+        );
+    }
     let _ = writeln!(s, "## Named costs\n");
     if r.costs.is_empty() {
         let _ = writeln!(s, "No named cost fired.\n");

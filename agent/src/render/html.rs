@@ -171,6 +171,14 @@ fn finding_details(f: &Finding, gain: Option<&crate::attribute::ranking::Gain>) 
     if let Some(b) = f.worker_blocked_us_per_request {
         let _ = write!(d, "<dt>worker blocked</dt><dd>{b:.1} µs per request</dd>");
     }
+    let payers = f.payers();
+    if !payers.is_empty() {
+        let rows: Vec<String> = payers
+            .iter()
+            .map(|p| format!("{} {:.0}% ({} samples)", if p.endpoint { format!("<code>{}</code>", escape(&p.label)) } else { escape(&p.label) }, p.share * 100.0, p.samples))
+            .collect();
+        let _ = write!(d, "<dt>paid by</dt><dd>{}</dd>", rows.join(", "));
+    }
     if !f.samples_by_role.is_empty() {
         let roles: Vec<String> = f.samples_by_role.iter().map(|(r, n)| format!("{n} on {}", escape(r))).collect();
         let _ = write!(d, "<dt>samples by thread role</dt><dd>{}</dd>", roles.join(", "));

@@ -294,10 +294,10 @@ impl WireDecoder {
             Protocol::Http => self.http.push(chunk, &mut self.scratch_http),
         }
         let request = self.scratch_http.iter().rev().find_map(|e| match e {
-            http::HttpEvent::Request(r) => Some(r.endpoint()),
+            http::HttpEvent::Request(r) => Some((r.method.as_str(), r.target.as_str())),
             _ => None,
         });
-        self.serving.observe(chunk, request.as_deref());
+        self.serving.observe(chunk, request);
         self.fold();
     }
 

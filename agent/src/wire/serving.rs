@@ -20,6 +20,8 @@
 
 use std::collections::HashMap;
 
+use foldhash::fast::RandomState;
+
 use super::summary::{collapse_varying_segments, MAX_ENDPOINTS, OTHER_ENDPOINT};
 use super::{Chunk, Direction, Protocol};
 
@@ -33,21 +35,35 @@ const NONE: u32 = u32::MAX;
 /// Builds the per-thread serving timeline while chunks are decoded (see the module doc).
 #[derive(Debug, Default)]
 pub struct ServingTimeline {
-    endpoint_ids: HashMap<String, u32>,
+    endpoint_ids: HashMap<String, u32, RandomState>,
     endpoints: Vec<String>,
+    /// Reused buffer for endpoint keys.
+    key: String,
     /// HTTP socket -> its current request's endpoint.
-    http_current: HashMap<u64, u32>,
+    http_current: HashMap<u64, u32, RandomState>,
     /// PostgreSQL socket -> the endpoint of the request that last sent on it.
-    pg_holder: HashMap<u64, u32>,
+    pg_holder: HashMap<u64, u32, RandomState>,
     /// Thread -> (time, endpoint or [`NONE`]) at each change, in time order per thread.
-    threads: HashMap<u32, Vec<(u64, u32)>>,
+    threads: HashMap<u32, Vec<(u64, u32)>, RandomState>,
     changes: usize,
     /// Time after which changes were no longer kept ([`MAX_CHANGES`]).
     full_at: Option<u64>,
 }
 
 impl ServingTimeline {
-    fn endpoint_id(&mut self, endpoint: &str) -> u32 {
+    /// The id of `METHOD target`, looked up without allocating when seen before.
+    fn endpoint_id(&mut self, method: &str, target: &str) -> u32 {
+        let mut key = std::mem::take(&mut self.key);
+        key.clear();
+        key.push_str(method);
+        key.push(' ');
+        key.push_str(target);
+        let id = self.endpoint_id_of(&key);
+        self.key = key;
+        id
+    }
+
+    fn endpoint_id_of(&mut self, endpoint: &str) -> u32 {
         if let Some(&id) = self.endpoint_ids.get(endpoint) {
             return id;
         }
@@ -61,13 +77,13 @@ impl ServingTimeline {
         id
     }
 
-    /// One decoded chunk; `request` is the endpoint key ([`super::http::HttpRequest::endpoint`])
-    /// of the last request line the chunk held, if any.
-    pub fn observe(&mut self, chunk: &Chunk, request: Option<&str>) {
+    /// One decoded chunk; `request` is the method and templated target of the last request
+    /// line the chunk held, if any (the parts of [`super::http::HttpRequest::endpoint`]).
+    pub fn observe(&mut self, chunk: &Chunk, request: Option<(&str, &str)>) {
         let serving = match chunk.protocol {
             Protocol::Http => {
-                if let Some(e) = request {
-                    let id = self.endpoint_id(e);
+                if let Some((method, target)) = request {
+                    let id = self.endpoint_id(method, target);
                     self.http_current.insert(chunk.socket, id);
                 }
                 self.http_current.get(&chunk.socket).copied()
@@ -121,7 +137,7 @@ impl ServingTimeline {
         let refs: Vec<&str> = self.endpoints.iter().map(String::as_str).collect();
         let templates = collapse_varying_segments(&refs);
         let mut names: Vec<String> = Vec::new();
-        let mut ids: HashMap<String, u32> = HashMap::new();
+        let mut ids: HashMap<String, u32, RandomState> = HashMap::default();
         let remap: Vec<u32> = self
             .endpoints
             .iter()
@@ -203,9 +219,9 @@ mod tests {
     #[test]
     fn requests_interleaved_on_one_worker() {
         let mut t = ServingTimeline::default();
-        t.observe(&chunk(100, 7, 1, Protocol::Http, Direction::Rx), Some("GET /a"));
+        t.observe(&chunk(100, 7, 1, Protocol::Http, Direction::Rx), Some(("GET", "/a")));
         t.observe(&chunk(110, 7, 50, Protocol::Postgres, Direction::Tx), None);
-        t.observe(&chunk(120, 7, 2, Protocol::Http, Direction::Rx), Some("POST /b"));
+        t.observe(&chunk(120, 7, 2, Protocol::Http, Direction::Rx), Some(("POST", "/b")));
         t.observe(&chunk(130, 7, 50, Protocol::Postgres, Direction::Rx), None);
         t.observe(&chunk(140, 7, 1, Protocol::Http, Direction::Tx), None);
         t.observe(&chunk(150, 7, 2, Protocol::Http, Direction::Tx), None);
@@ -229,7 +245,7 @@ mod tests {
         let mut t = ServingTimeline::default();
         t.observe(&chunk(10, 1, 60, Protocol::Postgres, Direction::Tx), None);
         t.observe(&chunk(20, 1, 60, Protocol::Postgres, Direction::Rx), None);
-        t.observe(&chunk(100, 7, 1, Protocol::Http, Direction::Rx), Some("GET /users/1"));
+        t.observe(&chunk(100, 7, 1, Protocol::Http, Direction::Rx), Some(("GET", "/users/1")));
         t.observe(&chunk(110, 7, 60, Protocol::Postgres, Direction::Tx), None);
         t.observe(&chunk(130, 8, 60, Protocol::Postgres, Direction::Rx), None);
         let s = t.finish();
@@ -243,7 +259,7 @@ mod tests {
     fn endpoints_collapse_like_the_summary() {
         let mut t = ServingTimeline::default();
         for i in 0..12u64 {
-            t.observe(&chunk(100 + i, 7, i, Protocol::Http, Direction::Rx), Some(&format!("GET /articles/slug-{i}")));
+            t.observe(&chunk(100 + i, 7, i, Protocol::Http, Direction::Rx), Some(("GET", &format!("/articles/slug-{i}"))));
         }
         let s = t.finish();
         assert_eq!(s.endpoints, ["GET /articles/{param}"]);
