@@ -557,14 +557,15 @@ mod tests {
         data[4..8].copy_from_slice(&9u32.to_ne_bytes());
         data[8..12].copy_from_slice(&16i32.to_ne_bytes()); // two user frames
         data[12..16].copy_from_slice(&(-14i32).to_ne_bytes()); // -EFAULT: user mode
-        data[16..21].copy_from_slice(b"tokio");
+        data[16..24].copy_from_slice(&123_456_789u64.to_ne_bytes()); // ts_ns
+        data[24..29].copy_from_slice(b"tokio");
         for (i, ip) in [0x1000u64, 0x2000, 0x3000].iter().enumerate() {
-            data[32 + 8 * i..40 + 8 * i].copy_from_slice(&ip.to_ne_bytes());
+            data[40 + 8 * i..48 + 8 * i].copy_from_slice(&ip.to_ne_bytes());
         }
-        let k = 32 + 8 * MAX_STACK_DEPTH as usize;
+        let k = 40 + 8 * MAX_STACK_DEPTH as usize;
         data[k..k + 8].copy_from_slice(&0xffff_ffff_8100_0000u64.to_ne_bytes());
         let s = FpSample::read(&data).unwrap();
-        assert_eq!((s.tgid, s.pid), (7, 9));
+        assert_eq!((s.tgid, s.pid, s.ts_ns), (7, 9, 123_456_789));
         assert_eq!(&s.comm[..6], b"tokio\0");
         assert_eq!(s.user_frames(), &[0x1000, 0x2000]);
         assert!(s.kernel_frames().is_empty());

@@ -310,6 +310,10 @@ pub struct Ranking {
     /// ([`crate::profile::EndpointSamples`]; the names with them); `None` without a join.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint_join: Option<crate::profile::EndpointSamples>,
+    /// Per endpoint (wire), its latency split into on-CPU time, database round trips and the
+    /// rest, most requests first; empty without an endpoint join.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<EndpointBreakdown>,
 }
 
 /// One row of the thread-role table of a ranking.
@@ -478,7 +482,77 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         thread_roles: role_rows(profile, &attr),
         db_per_request,
         endpoint_join: profile.endpoints.clone(),
+        endpoints: endpoint_breakdown(profile, &attr, opts.wire),
     }
+}
+
+/// Endpoints [`endpoint_breakdown`] keeps, most requests first.
+pub const ENDPOINTS_LISTED: usize = 20;
+
+/// One endpoint's time per request: what the wire measured (request line read to status line
+/// written), and the parts the agent can name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EndpointBreakdown {
+    /// `METHOD /route`.
+    pub endpoint: String,
+    /// Request lines decoded over the whole capture.
+    pub requests: u64,
+    /// Mean time from the request's chunk to its response's status line, µs (wire); `None`
+    /// when no response was paired.
+    pub latency_us: Option<f64>,
+    /// Sampled on-CPU time of threads while serving it, µs per request (samples × period).
+    pub cpu_us_per_request: Option<f64>,
+    /// PostgreSQL round trips per request, on the connections its requests held.
+    pub db_round_trips_per_request: f64,
+    /// Their time, µs per request (answered round trips' latency).
+    pub db_us_per_request: f64,
+    /// `latency_us - cpu - db`, µs per request, at least 0: waits the agent does not name
+    /// (tasks parked on a pool's acquire, a lock, a timer; queueing for a worker; off-CPU
+    /// time). `None` without a latency or a CPU figure.
+    pub rest_us_per_request: Option<f64>,
+}
+
+/// [`EndpointBreakdown`] of every endpoint the wire saw, from the profile's endpoint join
+/// ([`Profile::endpoints`]); the agent's own samples are left out of the CPU figures.
+fn endpoint_breakdown(profile: &Profile, attr: &Attribution, wire: Option<&WireSummary>) -> Vec<EndpointBreakdown> {
+    let (Some(join), Some(wire)) = (&profile.endpoints, wire) else { return Vec::new() };
+    let mut samples = vec![0u64; join.endpoints.len()];
+    for c in &profile.on_cpu {
+        if attr.stack_profiler.get(c.stack as usize).copied().unwrap_or(false) {
+            continue;
+        }
+        for &(e, n) in &c.endpoints {
+            if let Some(x) = samples.get_mut(e as usize) {
+                *x += n;
+            }
+        }
+    }
+    let mut rows: Vec<EndpointBreakdown> = wire
+        .http
+        .endpoints
+        .iter()
+        .filter(|e| e.requests > 0)
+        .map(|e| {
+            let n = e.requests as f64;
+            let id = join.endpoints.iter().position(|x| *x == e.endpoint);
+            let cpu = id.and_then(|i| attr.period_us.map(|p| samples[i] as f64 * p / n));
+            let db = id.and_then(|i| join.db.iter().find(|d| d.endpoint as usize == i)).copied().unwrap_or_default();
+            let latency = e.statuses.values().sum::<u64>().gt(&0).then(|| e.latency_mean_ns as f64 / 1e3);
+            let db_us = db.latency_total_ns as f64 / 1e3 / n;
+            EndpointBreakdown {
+                endpoint: e.endpoint.clone(),
+                requests: e.requests,
+                latency_us: latency,
+                cpu_us_per_request: cpu,
+                db_round_trips_per_request: db.round_trips as f64 / n,
+                db_us_per_request: db_us,
+                rest_us_per_request: latency.zip(cpu).map(|(l, c)| (l - c - db_us).max(0.0)),
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| b.requests.cmp(&a.requests).then_with(|| a.endpoint.cmp(&b.endpoint)));
+    rows.truncate(ENDPOINTS_LISTED);
+    rows
 }
 
 /// Lock acquisitions per request from which a lock counter makes `global-locks` fire: a lock
@@ -999,6 +1073,25 @@ pub fn render_markdown(r: &Ranking) -> String {
             l.total_share_se * 100.0,
             opt(l.total_us_per_request, 2)
         );
+    }
+    if !r.endpoints.is_empty() {
+        let _ = writeln!(s, "\n## Endpoints: where a request's time goes\n");
+        let _ = writeln!(s, "Latency from the wire (request line read to status line written), split into the on-CPU time of the threads serving the endpoint, its PostgreSQL round trips, and the rest: waits the agent does not name (a pool's acquire, a lock, a timer, queueing for a worker, off-CPU time).\n");
+        let _ = writeln!(s, "| endpoint | requests | latency µs | on-CPU µs/req | DB round trips/req | DB µs/req | rest µs/req |");
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|");
+        for e in &r.endpoints {
+            let _ = writeln!(
+                s,
+                "| `{}` | {} | {} | {} | {:.2} | {:.1} | {} |",
+                e.endpoint,
+                e.requests,
+                opt(e.latency_us, 1),
+                opt(e.cpu_us_per_request, 1),
+                e.db_round_trips_per_request,
+                e.db_us_per_request,
+                opt(e.rest_us_per_request, 1)
+            );
+        }
     }
     let _ = writeln!(s, "\n## Generic findings\n");
     for g in &r.generic {

@@ -284,7 +284,7 @@ fn raw_stacks(counts: SampleCounts) -> Vec<RawStack> {
 /// Joins on-CPU samples to the requests their threads were serving ([`Serving::at`]): fills
 /// each stack's [`RawStack::endpoints`] and drops its sample times.
 fn join_endpoints(on_cpu: &mut [RawStack], serving: &Serving) -> EndpointSamples {
-    let mut out = EndpointSamples { endpoints: serving.endpoints.clone(), ..EndpointSamples::default() };
+    let mut out = EndpointSamples { endpoints: serving.endpoints.clone(), db: serving.db.clone(), ..EndpointSamples::default() };
     for s in on_cpu.iter_mut() {
         let mut by: HashMap<u32, u64> = HashMap::new();
         for &ts in &s.sample_times_ns {

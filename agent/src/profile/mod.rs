@@ -390,6 +390,9 @@ pub struct EndpointSamples {
     /// Samples with no time kept (past the samplers' cap) or past the timeline's cap
     /// ([`crate::wire::serving::MAX_CHANGES`]).
     pub not_recorded: u64,
+    /// PostgreSQL round trips per endpoint, on the connections its requests held.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub db: Vec<crate::wire::serving::EndpointDb>,
 }
 
 /// Stacks of a [`RawStack`] that were lost in the kernel.

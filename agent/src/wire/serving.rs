@@ -48,6 +48,8 @@ pub struct ServingTimeline {
     changes: usize,
     /// Time after which changes were no longer kept ([`MAX_CHANGES`]).
     full_at: Option<u64>,
+    /// Endpoint -> (round trips, answered ones, their summed latency ns) on the connections it held.
+    db: HashMap<u32, (u64, u64, u64), RandomState>,
 }
 
 impl ServingTimeline {
@@ -100,6 +102,19 @@ impl ServingTimeline {
         };
         if let Some(e) = serving {
             self.set(chunk.tid, chunk.ts_ns, e);
+        }
+    }
+
+    /// A PostgreSQL round trip decoded on `socket`: counted for the request holding the
+    /// connection, if any.
+    pub fn round_trip(&mut self, socket: u64, latency_ns: Option<u64>) {
+        if let Some(&e) = self.pg_holder.get(&socket) {
+            let d = self.db.entry(e).or_default();
+            d.0 += 1;
+            if let Some(l) = latency_ns {
+                d.1 += 1;
+                d.2 += l;
+            }
         }
     }
 
@@ -162,7 +177,20 @@ impl ServingTimeline {
                 (tid, log)
             })
             .collect();
-        Serving { endpoints: names, threads, full_at: self.full_at }
+        let mut db: Vec<EndpointDb> = Vec::new();
+        for (e, (n, answered, ns)) in self.db {
+            let endpoint = remap[e as usize];
+            match db.iter_mut().find(|d| d.endpoint == endpoint) {
+                Some(d) => {
+                    d.round_trips += n;
+                    d.answered += answered;
+                    d.latency_total_ns += ns;
+                }
+                None => db.push(EndpointDb { endpoint, round_trips: n, answered, latency_total_ns: ns }),
+            }
+        }
+        db.sort_by_key(|d| d.endpoint);
+        Serving { endpoints: names, threads, full_at: self.full_at, db }
     }
 }
 
@@ -173,6 +201,22 @@ pub struct Serving {
     pub endpoints: Vec<String>,
     threads: HashMap<u32, Vec<(u64, u32)>>,
     full_at: Option<u64>,
+    /// PostgreSQL round trips per endpoint, on the connections its requests held.
+    pub db: Vec<EndpointDb>,
+}
+
+/// An endpoint's PostgreSQL round trips: those decoded on a connection while one of its
+/// requests held it (see the module doc).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct EndpointDb {
+    /// Index into [`Serving::endpoints`] (and [`crate::profile::EndpointSamples::endpoints`]).
+    pub endpoint: u32,
+    /// Round trips.
+    pub round_trips: u64,
+    /// Round trips whose answer was decoded.
+    pub answered: u64,
+    /// Their summed latency (first message sent to the answer's end), ns.
+    pub latency_total_ns: u64,
 }
 
 /// What [`Serving::at`] knows of one moment of one thread.
@@ -248,7 +292,9 @@ mod tests {
         t.observe(&chunk(100, 7, 1, Protocol::Http, Direction::Rx), Some(("GET", "/users/1")));
         t.observe(&chunk(110, 7, 60, Protocol::Postgres, Direction::Tx), None);
         t.observe(&chunk(130, 8, 60, Protocol::Postgres, Direction::Rx), None);
+        t.round_trip(60, Some(15));
         let s = t.finish();
+        assert_eq!(s.db, [EndpointDb { endpoint: 0, round_trips: 1, answered: 1, latency_total_ns: 15 }]);
         assert_eq!(s.at(1, 30), Served::Nothing);
         assert_eq!(s.at(8, 129), Served::Nothing);
         assert_eq!(s.at(8, 131), Served::Endpoint(0));
