@@ -230,6 +230,16 @@ fn n_plus_one_queries_after_warm_up() {
         let truth = calls as f64 / served as f64;
         let got = ids(&p.ranking);
         println!("{route}: {got:?}; pg_stat_statements: {calls} calls of the item query / {served} requests = {truth:.3}");
+        // The endpoint's round trips (counted for the request holding each connection): each
+        // statement is a checkout of its own, and a checkout costs sqlx's ping before it and
+        // its ping on release (target-app's /db ground truth, by a wire proxy: a query and two
+        // pings), so 3 per statement that pg_stat_statements counted for the route.
+        let statements = statement_calls(&pg, "fc", "%FROM fc%") as f64 / served as f64;
+        let endpoint = format!("GET {route}");
+        let row = p.ranking["endpoints"].as_array().and_then(|a| a.iter().find(|e| e["endpoint"] == endpoint.as_str())).unwrap_or_else(|| panic!("{endpoint} not in the endpoint breakdown: {}", p.ranking["endpoints"]));
+        let rts = row["db_round_trips_per_request"].as_f64().unwrap();
+        println!("  endpoint breakdown: {row}; pg_stat_statements: {statements:.3} statements per request");
+        assert!((rts - 3.0 * statements).abs() <= 0.02 * 3.0 * statements, "{endpoint}: {rts} round trips per request, against 3 x {statements} statements");
         if !fires {
             assert!(!got.contains(&"n-plus-one-queries".to_string()), "fired on the control {route}: {got:?}");
             continue;
