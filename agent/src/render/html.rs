@@ -282,19 +282,44 @@ fn endpoints_section(h: &mut String, runs: &[RunView]) {
         if w.http.endpoints.is_empty() {
             h.push_str("<p>The capture decoded no HTTP request.</p>");
         } else {
-            h.push_str(r#"<table class="endpoints"><thead><tr><th>endpoint</th><th>requests</th><th>statuses</th><th>mean latency ms</th></tr></thead><tbody>"#);
+            // The latency split of the ranking (endpoints joined to samples), when it has one.
+            let split: &[crate::attribute::ranking::EndpointBreakdown] = run.ranking.as_ref().map_or(&[], |r| r.endpoints.as_slice());
+            h.push_str(r#"<table class="endpoints"><thead><tr><th>endpoint</th><th>requests</th><th>statuses</th><th>mean latency ms</th>"#);
+            if !split.is_empty() {
+                h.push_str(r#"<th>on-CPU ms/req</th><th>DB round trips/req</th><th>DB ms/req</th><th>rest ms/req</th>"#);
+            }
+            h.push_str("</tr></thead><tbody>");
             for e in w.http.endpoints.iter().take(20) {
                 let statuses: Vec<String> = e.statuses.iter().map(|(s, n)| format!("{s} × {}", fmt_int(*n as f64))).collect();
                 let _ = write!(
                     h,
-                    "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{:.2}</td></tr>",
+                    "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{:.2}</td>",
                     escape(&e.endpoint),
                     fmt_int(e.requests as f64),
                     statuses.join(", "),
                     e.latency_mean_ns as f64 / 1e6
                 );
+                if !split.is_empty() {
+                    match split.iter().find(|b| b.endpoint == e.endpoint) {
+                        Some(b) => {
+                            let _ = write!(
+                                h,
+                                "<td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td>",
+                                opt(b.cpu_us_per_request.map(|u| u / 1e3), 2),
+                                b.db_round_trips_per_request,
+                                b.db_us_per_request / 1e3,
+                                opt(b.rest_us_per_request.map(|u| u / 1e3), 2)
+                            );
+                        }
+                        None => h.push_str("<td>–</td><td>–</td><td>–</td><td>–</td>"),
+                    }
+                }
+                h.push_str("</tr>");
             }
             h.push_str("</tbody></table>");
+            if !split.is_empty() {
+                h.push_str(r#"<p class="note">Each request's time split: on-CPU time of the threads serving the endpoint (its samples × the sampling period), its PostgreSQL round trips (on the connections its requests held), and the rest: waits the agent does not name (a pool's acquire, a lock, a timer, queueing for a worker, off-CPU time).</p>"#);
+            }
             if w.http.endpoints.len() > 20 {
                 let _ = write!(h, "<p class=\"note\">{} more endpoints in wire.json.</p>", w.http.endpoints.len() - 20);
             }
@@ -330,7 +355,7 @@ fn endpoints_section(h: &mut String, runs: &[RunView]) {
             fmt_int(p.requests as f64),
         );
         if w.http.endpoints.len() > 1 {
-            h.push_str(r#"<p class="note">Statements are counted over the requests of all endpoints: the capture does not tie a statement to the request that ran it.</p>"#);
+            h.push_str(r#"<p class="note">Statements are counted over the requests of all endpoints: the capture does not tie a statement shape to the request that ran it yet (the round trips per endpoint above are).</p>"#);
         }
         h.push_str(r#"<table class="statements"><thead><tr><th>statement shape</th><th>executions/req</th><th>round trips/req</th></tr></thead><tbody>"#);
         for st in p.statements.iter().take(12) {
