@@ -22,7 +22,7 @@ use std::collections::HashMap;
 
 use foldhash::fast::RandomState;
 
-use super::summary::{collapse_varying_segments, MAX_ENDPOINTS, OTHER_ENDPOINT};
+use super::summary::{collapse_varying_segments, EndpointIds};
 use super::{Chunk, Direction, Protocol};
 
 /// Most thread-state changes kept (12 bytes each, about 48 MB); later samples of a thread
@@ -35,8 +35,7 @@ const NONE: u32 = u32::MAX;
 /// Builds the per-thread serving timeline while chunks are decoded (see the module doc).
 #[derive(Debug, Default)]
 pub struct ServingTimeline {
-    endpoint_ids: HashMap<String, u32, RandomState>,
-    endpoints: Vec<String>,
+    endpoints: EndpointIds,
     /// Reused buffer for endpoint keys.
     key: String,
     /// HTTP socket -> its current request's endpoint.
@@ -60,22 +59,8 @@ impl ServingTimeline {
         key.push_str(method);
         key.push(' ');
         key.push_str(target);
-        let id = self.endpoint_id_of(&key);
+        let id = self.endpoints.id(&key);
         self.key = key;
-        id
-    }
-
-    fn endpoint_id_of(&mut self, endpoint: &str) -> u32 {
-        if let Some(&id) = self.endpoint_ids.get(endpoint) {
-            return id;
-        }
-        let key = if self.endpoints.len() >= MAX_ENDPOINTS { OTHER_ENDPOINT } else { endpoint };
-        if let Some(&id) = self.endpoint_ids.get(key) {
-            return id;
-        }
-        let id = self.endpoints.len() as u32;
-        self.endpoints.push(key.to_string());
-        self.endpoint_ids.insert(key.to_string(), id);
         id
     }
 
@@ -149,12 +134,13 @@ impl ServingTimeline {
     /// The timeline, with endpoints named as the summary names them (varying path segments
     /// collapsed to `{param}`, [`collapse_varying_segments`]).
     pub fn finish(self) -> Serving {
-        let refs: Vec<&str> = self.endpoints.iter().map(String::as_str).collect();
+        let refs: Vec<&str> = self.endpoints.names.iter().map(String::as_str).collect();
         let templates = collapse_varying_segments(&refs);
         let mut names: Vec<String> = Vec::new();
         let mut ids: HashMap<String, u32, RandomState> = HashMap::default();
         let remap: Vec<u32> = self
             .endpoints
+            .names
             .iter()
             .map(|e| {
                 let name = templates.get(e).cloned().unwrap_or_else(|| e.clone());

@@ -374,6 +374,32 @@ struct Bucket {
     shapes: Vec<(u32, u64, u64, u64, u64)>,
 }
 
+/// Endpoint keys numbered in order of first sight, at most [`MAX_ENDPOINTS`] of them (later
+/// ones share the id of [`OTHER_ENDPOINT`]).
+#[derive(Debug, Default)]
+pub(crate) struct EndpointIds {
+    ids: HashMap<String, u32, foldhash::fast::RandomState>,
+    /// The keys, by id.
+    pub(crate) names: Vec<String>,
+}
+
+impl EndpointIds {
+    /// The id of `endpoint`; allocates only for a key not seen before.
+    pub(crate) fn id(&mut self, endpoint: &str) -> u32 {
+        if let Some(&id) = self.ids.get(endpoint) {
+            return id;
+        }
+        let key = if self.names.len() >= MAX_ENDPOINTS { OTHER_ENDPOINT } else { endpoint };
+        if let Some(&id) = self.ids.get(key) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(key.to_string());
+        self.ids.insert(key.to_string(), id);
+        id
+    }
+}
+
 /// Per-bucket figures for the steady window, in bounded memory ([`MAX_BUCKETS`]).
 #[derive(Debug, Default)]
 struct Timeline {
@@ -381,8 +407,7 @@ struct Timeline {
     buckets: Vec<Bucket>,
     shape_ids: HashMap<StatementShape, u32>,
     shapes: Vec<StatementShape>,
-    endpoint_ids: HashMap<String, u32, foldhash::fast::RandomState>,
-    endpoint_names: Vec<String>,
+    endpoints: EndpointIds,
 }
 
 impl Timeline {
@@ -412,23 +437,9 @@ impl Timeline {
         Some(id)
     }
 
-    fn endpoint_id(&mut self, e: &str) -> u32 {
-        if let Some(&id) = self.endpoint_ids.get(e) {
-            return id;
-        }
-        let key = if self.endpoint_names.len() >= MAX_ENDPOINTS { OTHER_ENDPOINT } else { e };
-        if let Some(&id) = self.endpoint_ids.get(key) {
-            return id;
-        }
-        let id = self.endpoint_names.len() as u32;
-        self.endpoint_names.push(key.to_string());
-        self.endpoint_ids.insert(key.to_string(), id);
-        id
-    }
-
     /// A request line (`endpoint` is its [`HttpRequest::endpoint`] key) at `ts_ns`.
     fn add_request(&mut self, endpoint: &str, ts_ns: u64) {
-        let id = self.endpoint_id(endpoint);
+        let id = self.endpoints.id(endpoint);
         if let Some(b) = self.at(ts_ns) {
             b.http_requests += 1;
             match b.endpoints.iter_mut().find(|x| x.0 == id) {
@@ -572,7 +583,7 @@ impl Timeline {
         statements.sort_by(|x, y| y.executions.cmp(&x.executions).then_with(|| x.shape.cmp(&y.shape)));
         pg.statements = statements;
         let mut endpoints: Vec<(String, u64)> =
-            endpoints.into_iter().map(|(id, n)| (self.endpoint_names[id as usize].clone(), n)).collect();
+            endpoints.into_iter().map(|(id, n)| (self.endpoints.names[id as usize].clone(), n)).collect();
         endpoints.sort_by(|x, y| y.1.cmp(&x.1).then_with(|| x.0.cmp(&y.0)));
         Some(SteadyWindow { start_ns: a as u64 * BUCKET_NS, end_ns: end as u64 * BUCKET_NS, http_requests: requests, endpoints, pg })
     }
