@@ -88,9 +88,12 @@ fn diff_names_the_double_parse_and_says_no_change_for_the_same_code() {
     assert!(top["delta"].as_f64().unwrap() < 0.0 && top["head"].as_f64().unwrap() == 0.0, "the cost must go away: {top}");
     // Nothing unrelated beyond noise: every other change is a JSON-parsing frame (the Value
     // parse gone, the typed parse straight from the bytes back), and no run figure changed.
+    // A Value parse allocates every map and string it builds, and that time is the allocator
+    // layer's self time (`alloc`), so a fall of that layer is related too.
     let related = regex::Regex::new(r"(?i)serde|json|value|from_slice|deserializ").unwrap();
     for r in t["top"].as_array().unwrap() {
-        assert!(related.is_match(r["name"].as_str().unwrap()), "an unrelated change beyond noise: {r}");
+        let alloc_layer = r["section"] == "layers" && r["name"] == "alloc" && r["delta"].as_f64().is_some_and(|d| d < 0.0);
+        assert!(related.is_match(r["name"].as_str().unwrap()) || alloc_layer, "an unrelated change beyond noise: {r}");
     }
     assert_eq!(d["verdict"], "profile_changed", "beyond noise:\n{}", describe(&beyond(&t["rows"])));
     assert_eq!(code, 0);
