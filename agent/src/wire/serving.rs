@@ -25,12 +25,9 @@ use foldhash::fast::RandomState;
 use super::summary::{collapse_varying_segments, EndpointIds};
 use super::{Chunk, Direction, Protocol};
 
-/// Most thread-state changes kept (12 bytes each, about 48 MB); later samples of a thread
-/// whose changes were not kept count as unattributed.
+/// Most thread-state changes kept (12 bytes each, about 48 MB); samples after the last one
+/// kept are [`Served::NotRecorded`].
 pub const MAX_CHANGES: usize = 4_000_000;
-
-/// The endpoint id of "serving no request".
-const NONE: u32 = u32::MAX;
 
 /// Builds the per-thread serving timeline while chunks are decoded (see the module doc).
 #[derive(Debug, Default)]
@@ -42,7 +39,7 @@ pub struct ServingTimeline {
     http_current: HashMap<u64, u32, RandomState>,
     /// PostgreSQL socket -> the endpoint of the request that last sent on it.
     pg_holder: HashMap<u64, u32, RandomState>,
-    /// Thread -> (time, endpoint or [`NONE`]) at each change, in time order per thread.
+    /// Thread -> (time, endpoint) at each change, in time order per thread.
     threads: HashMap<u32, Vec<(u64, u32)>, RandomState>,
     changes: usize,
     /// Time after which changes were no longer kept ([`MAX_CHANGES`]).
@@ -112,7 +109,7 @@ impl ServingTimeline {
     }
 
     fn current(&self, tid: u32) -> Option<u32> {
-        self.threads.get(&tid).and_then(|v| v.last()).map(|c| c.1).filter(|&e| e != NONE)
+        self.threads.get(&tid).and_then(|v| v.last()).map(|c| c.1)
     }
 
     fn set(&mut self, tid: u32, ts_ns: u64, endpoint: u32) {
@@ -155,9 +152,7 @@ impl ServingTimeline {
             .into_iter()
             .map(|(tid, mut log)| {
                 for c in &mut log {
-                    if c.1 != NONE {
-                        c.1 = remap[c.1 as usize];
-                    }
+                    c.1 = remap[c.1 as usize];
                 }
                 log.dedup_by(|b, a| a.1 == b.1);
                 (tid, log)
@@ -224,9 +219,9 @@ impl Serving {
         }
         let Some(log) = self.threads.get(&tid) else { return Served::Nothing };
         let i = log.partition_point(|c| c.0 <= ts_ns);
-        match i.checked_sub(1).map(|i| log[i].1) {
-            Some(e) if e != NONE => Served::Endpoint(e),
-            _ => Served::Nothing,
+        match i.checked_sub(1) {
+            Some(i) => Served::Endpoint(log[i].1),
+            None => Served::Nothing,
         }
     }
 
