@@ -234,10 +234,12 @@ enum wire_stat_index {
 	WIRE_STAT_COUNTERS = 8,
 };
 
-/* One send or receive of the target on a PostgreSQL socket that moved bytes (return value
- * > 0), sent through the `wire_chunks` ring buffer: 360 bytes. HTTP sockets get the shorter
- * `struct wire_chunk_http` below, with the same 40-byte header; `class` (at the same offset
- * in both) tells the agent which one a record is. */
+/* One send or receive of the target on a classified socket that moved bytes (return value
+ * > 0), as built in the kernel. What the `wire_chunks` ring buffer carries is its filled part
+ * only (bpf_ringbuf_output with the length): the 40-byte header and head_len head bytes, or,
+ * for a call with a tail (tail_len > 0, PostgreSQL only), the whole 360 bytes, head[]
+ * zero-padded after head_len. An HTTP record is the header and the start line (head_len <=
+ * WIRE_HTTP_HEAD_MAX), never a tail. */
 struct wire_chunk {
 	__u64 ts_ns;       /* bpf_ktime_get_ns() when the socket call returned (inside the syscall) */
 	__u32 pid;         /* process id (tgid, host pid namespace) */
@@ -252,47 +254,13 @@ struct wire_chunk {
 	__u8 class;        /* enum wire_class */
 	__u8 syscall;      /* enum wire_syscall */
 	__u8 _pad;
-	__u8 head[WIRE_HEAD_MAX]; /* the first bytes moved */
+	__u8 head[WIRE_HEAD_MAX]; /* the first bytes moved (HTTP: the start line) */
 	__u8 tail[WIRE_TAIL_MAX]; /* the last tail_len bytes moved */
 };
 _Static_assert(sizeof(struct wire_chunk) == 40 + WIRE_HEAD_MAX + WIRE_TAIL_MAX, "wire_chunk size");
 
-/* One send or receive of the target on an HTTP socket that moved bytes: the header of
- * `struct wire_chunk`, field for field at the same offsets, then only the start line (an HTTP
- * chunk never has more than WIRE_HTTP_HEAD_MAX head bytes and never a tail): 168 bytes of the
- * ring buffer instead of 360. */
-struct wire_chunk_http {
-	__u64 ts_ns;       /* as in struct wire_chunk */
-	__u32 pid;
-	__u32 tid;
-	__u64 socket;
-	__u32 total_len;
-	__u16 local_port;
-	__u16 peer_port;
-	__u16 head_len;    /* bytes of head[] filled, <= WIRE_HTTP_HEAD_MAX */
-	__u16 tail_len;    /* always 0 */
-	__u8 direction;
-	__u8 class;        /* always WIRE_CLASS_HTTP */
-	__u8 syscall;
-	__u8 _pad;
-	__u8 head[WIRE_HTTP_HEAD_MAX]; /* the start line, zero-padded */
-};
-_Static_assert(sizeof(struct wire_chunk_http) == 40 + WIRE_HTTP_HEAD_MAX, "wire_chunk_http size");
-#define WIRE_SAME_OFFSET(field) \
-	_Static_assert(__builtin_offsetof(struct wire_chunk_http, field) == \
-		       __builtin_offsetof(struct wire_chunk, field), "wire_chunk_http." #field)
-WIRE_SAME_OFFSET(ts_ns);
-WIRE_SAME_OFFSET(pid);
-WIRE_SAME_OFFSET(tid);
-WIRE_SAME_OFFSET(socket);
-WIRE_SAME_OFFSET(total_len);
-WIRE_SAME_OFFSET(head_len);
-WIRE_SAME_OFFSET(tail_len);
-WIRE_SAME_OFFSET(direction);
-WIRE_SAME_OFFSET(class);
-WIRE_SAME_OFFSET(syscall);
-WIRE_SAME_OFFSET(_pad);
-WIRE_SAME_OFFSET(head);
-#undef WIRE_SAME_OFFSET
+/* Bytes of the header of `struct wire_chunk`: where head[] starts; a record is never shorter. */
+#define WIRE_CHUNK_HEADER_BYTES 40
+_Static_assert(__builtin_offsetof(struct wire_chunk, head) == WIRE_CHUNK_HEADER_BYTES, "wire_chunk header");
 
 #endif /* PROFILER_H */

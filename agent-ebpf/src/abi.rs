@@ -432,9 +432,8 @@ pub mod wire {
         pub const COUNT: u32 = 8;
     }
 
-    /// The 40-byte header both wire records start with (`struct wire_chunk` and
-    /// `struct wire_chunk_http` declare the same fields, asserted in profiler.h);
-    /// [`WireChunkHeader::class`] tells which record it is.
+    /// The 40-byte header every wire record starts with (the first fields of
+    /// `struct wire_chunk`); [`WireChunkHeader::class`] tells the protocol.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     #[repr(C)]
     pub struct WireChunkHeader {
@@ -466,7 +465,8 @@ pub mod wire {
         pub _pad: u8,
     }
 
-    /// Bytes of [`WireChunkHeader`]: where `head` starts in both records.
+    /// Bytes of [`WireChunkHeader`] (`WIRE_CHUNK_HEADER_BYTES`): where `head` starts, and the
+    /// shortest record.
     pub const CHUNK_HEADER_SIZE: usize = 40;
     const _: () = assert!(size_of::<WireChunkHeader>() == CHUNK_HEADER_SIZE);
     const _: () = assert!(offset_of!(WireChunkHeader, total_len) == 24);
@@ -475,8 +475,10 @@ pub mod wire {
     const _: () = assert!(offset_of!(WireChunkHeader, direction) == 36);
     const _: () = assert!(offset_of!(WireChunkHeader, class) == 37);
 
-    /// `struct wire_chunk`: one send or receive on a PostgreSQL socket that moved bytes
-    /// ([`CHUNK_SIZE`] bytes). HTTP sockets send the shorter [`WireChunkHttp`].
+    /// `struct wire_chunk`: one send or receive on a classified socket that moved bytes, as
+    /// built in the kernel ([`CHUNK_SIZE`] bytes). A ring-buffer record is its filled part
+    /// only: the header and `head_len` head bytes, or all [`CHUNK_SIZE`] bytes when it has a
+    /// tail (`tail_len > 0`, PostgreSQL only; `head` zero-padded after `head_len`).
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     #[repr(C)]
     pub struct WireChunk {
@@ -488,27 +490,11 @@ pub mod wire {
         pub tail: [u8; TAIL_MAX],
     }
 
-    /// Bytes of one `struct wire_chunk` record.
+    /// Bytes of one whole `struct wire_chunk`: the longest record.
     pub const CHUNK_SIZE: usize = CHUNK_HEADER_SIZE + HEAD_MAX + TAIL_MAX;
     const _: () = assert!(size_of::<WireChunk>() == CHUNK_SIZE);
     const _: () = assert!(offset_of!(WireChunk, head) == CHUNK_HEADER_SIZE);
     const _: () = assert!(offset_of!(WireChunk, tail) == CHUNK_HEADER_SIZE + HEAD_MAX);
-
-    /// `struct wire_chunk_http`: one send or receive on an HTTP socket that moved bytes
-    /// ([`HTTP_CHUNK_SIZE`] bytes): the header, then the start line only (never a tail).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    #[repr(C)]
-    pub struct WireChunkHttp {
-        /// The common header.
-        pub header: WireChunkHeader,
-        /// The start line, zero-padded.
-        pub head: [u8; HTTP_HEAD_MAX],
-    }
-
-    /// Bytes of one `struct wire_chunk_http` record.
-    pub const HTTP_CHUNK_SIZE: usize = CHUNK_HEADER_SIZE + HTTP_HEAD_MAX;
-    const _: () = assert!(size_of::<WireChunkHttp>() == HTTP_CHUNK_SIZE);
-    const _: () = assert!(offset_of!(WireChunkHttp, head) == CHUNK_HEADER_SIZE);
 
     /// Ring buffer of chunks.
     pub const MAP_WIRE_CHUNKS: &str = "wire_chunks";

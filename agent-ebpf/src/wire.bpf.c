@@ -2,9 +2,9 @@
 /*
  * Wire capture: the head (and, for PostgreSQL, the tail) of every send and receive of the
  * target on its classified TCP sockets, one record per syscall that moved bytes, through the
- * `wire_chunks` ring buffer: a `struct wire_chunk` (360 bytes) for PostgreSQL, a `struct
- * wire_chunk_http` (168 bytes: the same 40-byte header, then the start line only) for HTTP.
- * The agent decodes them (agent/src/wire/).
+ * `wire_chunks` ring buffer: the filled part of a `struct wire_chunk`, a 40-byte header and
+ * the head bytes kept (for HTTP, the start line only), or all 360 bytes when a PostgreSQL call
+ * has a tail. The agent decodes them (agent/src/wire/).
  *
  * Hooks: the BTF tracepoints `sock_send_length` and `sock_recv_length` (include/trace/events/
  * sock.h), which the kernel fires in sock_sendmsg_nosec / sock_recvmsg_nosec (net/socket.c)
@@ -67,12 +67,14 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* Size of the `wire_chunks` ring buffer, bytes: about 48,000 HTTP records of 168 bytes (the
- * ring buffer adds an 8-byte header to each), 22,000 PostgreSQL ones of 360. A database-bound
- * route with 40 round trips per request (target-app's /queries at ~1,100 req/s) sends ~90,000
- * PostgreSQL chunks/s, ~33 MB/s: 8 MiB are ~250 ms of headroom over the drain thread's 50 ms
- * poll, for when the agent is starved of CPU on a saturated host.
- * Every MiB here is two of the agent's RSS (the kernel maps a ring buffer's data pages twice). */
+/* Size of the `wire_chunks` ring buffer, bytes. A record is its filled part plus the ring
+ * buffer's own 8-byte header: about 70 bytes for an HTTP start line, 100-200 for a typical
+ * PostgreSQL call (a Bind/Execute/Sync or its results), 368 for a call with a tail. A
+ * database-bound route with 40 round trips per request (target-app's /queries at ~1,100
+ * req/s) sends ~90,000 PostgreSQL chunks/s: 8 MiB are more than half a second of headroom
+ * over the drain thread's 50 ms poll, for when the agent is starved of CPU on a saturated
+ * host. Every MiB here is two of the agent's RSS (the kernel maps a ring buffer's data pages
+ * twice). */
 #define WIRE_RINGBUF_BYTES (8 * 1024 * 1024)
 
 /* Knobs (u64, like every knob the agent sets). */
@@ -112,6 +114,15 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, WIRE_RINGBUF_BYTES);
 } wire_chunks SEC(".maps");
+
+/* Where a record is built before bpf_ringbuf_output sends its filled part: one per CPU (the
+ * tracepoints run with preemption off, and a BPF program does not nest on its CPU). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct wire_chunk);
+} wire_scratch SEC(".maps");
 
 /* Counters per CPU, indexed by enum wire_stat_index. */
 struct {
@@ -328,29 +339,26 @@ static __always_inline __u32 http_start_line(__u8 *h, __u32 len, __u8 direction)
 }
 
 
-/* Reserves, fills and submits the record of one call that moved `ret` bytes on `sk`, of
- * class `class`: a `struct wire_chunk_http` for HTTP, a `struct wire_chunk` for PostgreSQL.
- * `class` is a constant at each call site, so each inlined copy knows its record's size and
- * head[] size and has only its own class's code. `c` is typed `struct wire_chunk *` for
- * both: the header and head[] are at the same offsets in both records (asserted in
- * profiler.h); an HTTP record ends after head[WIRE_HTTP_HEAD_MAX], and the code below never
- * touches more of it (the verifier checks every access against the reserved size). `ptr`,
- * `iovcnt`: the call's buffer (iovcnt 0) or iovec array. */
+/* Fills the record of one call that moved `ret` bytes on `sk`, of class `class`, in this
+ * CPU's `wire_scratch`, and sends its filled part to `wire_chunks`: the 40-byte header and the
+ * head bytes kept, or, when the call has a tail, the whole `struct wire_chunk` (the tail sits
+ * at its fixed offset after a head of WIRE_HEAD_MAX bytes). `class` is a constant at each call
+ * site, so each inlined copy has only its own class's code. `ptr`, `iovcnt`: the call's buffer
+ * (iovcnt 0) or iovec array. */
 static __always_inline void emit_chunk(const __u8 class, struct sock *sk, int ret, __u8 direction,
 				       __u8 syscall, __u64 ptr, __u64 iovcnt, __u64 id)
 {
 	const bool http = class == WIRE_CLASS_HTTP;
 	const __u32 head_max = http ? WIRE_HTTP_HEAD_MAX : WIRE_HEAD_MAX;
+	const __u32 zero = 0;
 	struct wire_chunk *c;
-	__u32 head_len = 0, tail_len = 0;
-	__u64 wakeup;
+	__u32 head_len = 0, tail_len = 0, size;
+	__u64 src = ptr, avail = ret, limit = http ? http_head_bytes : head_bytes;
+	bool want_tail;
 
-	/* The chunk is built in the ring buffer itself (no scratch copy). */
-	c = bpf_ringbuf_reserve(&wire_chunks, http ? sizeof(struct wire_chunk_http) : sizeof(struct wire_chunk), 0);
-	if (!c) {
-		count_stat(WIRE_STAT_RINGBUF_FULL);
+	c = bpf_map_lookup_elem(&wire_scratch, &zero);
+	if (!c)
 		return;
-	}
 	c->ts_ns = bpf_ktime_get_ns();
 	c->pid = id >> 32;
 	c->tid = id;
@@ -367,59 +375,61 @@ static __always_inline void emit_chunk(const __u8 class, struct sock *sk, int re
 	c->syscall = syscall;
 	c->_pad = 0;
 
-	/* A reserved record holds the bytes of an earlier one: clear what this record has. */
-	__builtin_memset(c->head, 0, head_max);
-	if (!http)
-		__builtin_memset(c->tail, 0, sizeof(c->tail));
-	{
-		__u64 src = ptr, avail = ret;
-		__u64 limit = http ? http_head_bytes : head_bytes;
+	if (iovcnt) {
+		__u64 first = 0;
 
-		if (iovcnt) {
-			__u64 first = 0;
+		src = first_iovec(ptr, iovcnt, &first);
+		if (first < avail)
+			avail = first;
+	}
+	if (limit > head_max)
+		limit = head_max;
+	if (limit > avail)
+		limit = avail;
+	/* Only the bytes a record is sent with leave the kernel, and the scratch holds an
+	 * earlier call's bytes: a record with a tail is sent whole, so its head is cleared
+	 * first (a head shorter than WIRE_HEAD_MAX would otherwise carry stale bytes). */
+	want_tail = !http && ptr && !iovcnt && (__u64)ret > limit && tail_bytes > 0;
+	if (want_tail)
+		__builtin_memset(c->head, 0, WIRE_HEAD_MAX);
+	head_len = src ? copy_contiguous(c->head, head_max, src, limit) : 0;
+	if (head_len == 0)
+		count_stat(WIRE_STAT_READ_FAILURES);
+	if (http) {
+		__u32 kept = http_start_line(c->head, head_len, direction);
 
-			src = first_iovec(ptr, iovcnt, &first);
-			if (first < avail)
-				avail = first;
-		}
-		if (limit > head_max)
-			limit = head_max;
-		if (limit > avail)
-			limit = avail;
-		head_len = src ? copy_contiguous(c->head, head_max, src, limit) : 0;
-		if (head_len == 0)
-			count_stat(WIRE_STAT_READ_FAILURES);
-		if (http) {
-			__u32 kept = http_start_line(c->head, head_len, direction);
+		/* Nothing past the start line leaves the kernel (the record ends after it); no
+		 * start line at all and no head byte is sent. */
+		if (head_len && !kept)
+			count_stat(WIRE_STAT_HTTP_NO_START_LINE);
+		head_len = kept;
+	} else if (want_tail && (__u64)ret > head_len) {
+		__u64 t = (__u64)ret - head_len;
 
-			/* Nothing past the start line leaves the kernel: http_start_line zeroed
-			 * it in place; no start line at all and nothing is kept. */
-			if (head_len && !kept) {
-				count_stat(WIRE_STAT_HTTP_NO_START_LINE);
-				__builtin_memset(c->head, 0, WIRE_HTTP_HEAD_MAX);
-			}
-			head_len = kept;
-		} else if (ptr && !iovcnt && (__u64)ret > head_len && tail_bytes > 0) {
-			__u64 t = (__u64)ret - head_len;
-
-			if (t > tail_bytes)
-				t = tail_bytes;
-			if (t > WIRE_TAIL_MAX)
-				t = WIRE_TAIL_MAX;
-			tail_len = t;
-			barrier_var(tail_len);
-			if (tail_len == 0 || tail_len > WIRE_TAIL_MAX ||
-			    bpf_probe_read_user(c->tail, tail_len, (void *)(ptr + ret - tail_len)))
-				tail_len = 0;
-		}
+		if (t > tail_bytes)
+			t = tail_bytes;
+		if (t > WIRE_TAIL_MAX)
+			t = WIRE_TAIL_MAX;
+		tail_len = t;
+		barrier_var(tail_len);
+		if (tail_len == 0 || tail_len > WIRE_TAIL_MAX ||
+		    bpf_probe_read_user(c->tail, tail_len, (void *)(ptr + ret - tail_len)))
+			tail_len = 0;
 	}
 	c->head_len = head_len;
 	c->tail_len = tail_len;
+	size = tail_len ? sizeof(struct wire_chunk) : WIRE_CHUNK_HEADER_BYTES + head_len;
+	barrier_var(size);
+	if (size > sizeof(struct wire_chunk))
+		size = sizeof(struct wire_chunk);
 	/* No wake-up per chunk (the agent's drain thread polls every 50 ms); wake it only when
 	 * the buffer is a quarter full, so that a burst cannot fill it between two polls. */
-	wakeup = bpf_ringbuf_query(&wire_chunks, BPF_RB_AVAIL_DATA) > WIRE_RINGBUF_BYTES / 4
-		 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
-	bpf_ringbuf_submit(c, wakeup);
+	if (bpf_ringbuf_output(&wire_chunks, c, size,
+			       bpf_ringbuf_query(&wire_chunks, BPF_RB_AVAIL_DATA) > WIRE_RINGBUF_BYTES / 4
+			       ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP)) {
+		count_stat(WIRE_STAT_RINGBUF_FULL);
+		return;
+	}
 	count_stat(WIRE_STAT_CHUNKS);
 }
 

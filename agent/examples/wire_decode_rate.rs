@@ -1,7 +1,7 @@
 //! How fast the agent decodes wire-capture records in user space: the drain thread's path
 //! (`profiler::collect::wire::RecordDecoder`: record parse, HTTP/PostgreSQL decoders, summary)
-//! over generated `struct wire_chunk_http` records (HTTP_CHUNK_SIZE bytes, as the kernel sends
-//! them for HTTP sockets) shaped like target-app's `/json` and `/api/deals/{id}` traffic on 64
+//! over generated HTTP records (a `struct wire_chunk` header and the start line, as the kernel
+//! sends them for HTTP sockets) shaped like target-app's `/json` and `/api/deals/{id}` traffic on 64
 //! keep-alive connections (a request line received, a status line sent, per request).
 //!
 //! `cargo build --release -p agent --example wire_decode_rate`, then
@@ -16,27 +16,25 @@ use agent_ebpf::abi::wire as abi;
 use profiler::collect::wire::RecordDecoder;
 
 fn record(ts_ns: u64, socket: u64, direction: u8, syscall: u8, total_len: u64, head: &[u8]) -> Vec<u8> {
-    let mut c = abi::WireChunkHttp {
-        header: abi::WireChunkHeader {
-            ts_ns,
-            pid: 4242,
-            tid: 4243,
-            socket,
-            total_len: total_len as u32,
-            local_port: 8080,
-            peer_port: 40000,
-            head_len: head.len() as u16,
-            tail_len: 0,
-            direction,
-            class: abi::class::HTTP,
-            syscall,
-            _pad: 0,
-        },
-        head: [0; abi::HTTP_HEAD_MAX],
+    let header = abi::WireChunkHeader {
+        ts_ns,
+        pid: 4242,
+        tid: 4243,
+        socket,
+        total_len: total_len as u32,
+        local_port: 8080,
+        peer_port: 40000,
+        head_len: head.len() as u16,
+        tail_len: 0,
+        direction,
+        class: abi::class::HTTP,
+        syscall,
+        _pad: 0,
     };
-    c.head[..head.len()].copy_from_slice(head);
-    // SAFETY: WireChunkHttp is repr(C) plain integers and byte arrays, HTTP_CHUNK_SIZE bytes.
-    unsafe { std::slice::from_raw_parts((&c as *const abi::WireChunkHttp).cast::<u8>(), abi::HTTP_CHUNK_SIZE) }.to_vec()
+    // SAFETY: WireChunkHeader is repr(C) plain integers without padding, CHUNK_HEADER_SIZE bytes.
+    let mut r = unsafe { std::slice::from_raw_parts((&header as *const abi::WireChunkHeader).cast::<u8>(), abi::CHUNK_HEADER_SIZE) }.to_vec();
+    r.extend_from_slice(head);
+    r
 }
 
 fn main() {

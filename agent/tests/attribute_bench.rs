@@ -46,7 +46,8 @@ fn ranking(out: &Path, test: &str) -> Value {
     assert!(w.is_object(), "{test}: profile.json has no wire capture: {}", profile["meta"]);
     r["capture"] = serde_json::json!({
         "chunks": w["chunks"], "chunks_decoded": w["chunks_decoded"], "ringbuf_dropped": w["ringbuf_dropped"],
-        "read_failures": w["read_failures"], "test": test,
+        "read_failures": w["read_failures"], "ringbuf_bytes": w["ringbuf_bytes"],
+        "drain_max_gap_us": w["drain_max_gap_us"], "drain_peak_bytes": w["drain_peak_bytes"], "test": test,
     });
     // A chunk lost in the kernel is a round trip or request line missing from the counts below.
     assert_eq!(w["ringbuf_dropped"], 0, "{test}: the wire ring buffer dropped chunks: {}", r["capture"]);

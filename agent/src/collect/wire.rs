@@ -102,7 +102,7 @@ pub struct Decoded {
 }
 
 impl RecordDecoder {
-    /// Decodes one ring-buffer record (`struct wire_chunk` or `struct wire_chunk_http`); false
+    /// Decodes one ring-buffer record (the filled part of a `struct wire_chunk`); false
     /// when [`parse_chunk`] refused it.
     pub fn push_record(&mut self, data: &[u8]) -> bool {
         let Some((chunk, syscall, ports)) = parse_chunk(data) else { return false };
@@ -146,7 +146,9 @@ pub(super) struct WireCapture {
     scanned: HashMap<u32, (BTreeSet<u64>, Instant)>,
     stop: Arc<AtomicBool>,
     decoded: Arc<AtomicU64>,
-    thread: Option<JoinHandle<RecordDecoder>>,
+    thread: Option<JoinHandle<(RecordDecoder, DrainStats)>>,
+    /// Size of the `wire_chunks` ring buffer as the kernel reports it, bytes (0 if unread).
+    ringbuf_bytes: u64,
 }
 
 impl WireCapture {
@@ -184,6 +186,7 @@ impl WireCapture {
             stop: Arc::new(AtomicBool::new(false)),
             decoded: Arc::new(AtomicU64::new(0)),
             thread: None,
+            ringbuf_bytes: 0,
         })
     }
 
@@ -192,6 +195,9 @@ impl WireCapture {
     pub(super) fn attach(&mut self, pids: &BTreeSet<u32>) -> Result<(), CollectError> {
         self.refresh_ports(pids)?;
         let map = self.ebpf.take_map(abi::MAP_WIRE_CHUNKS).ok_or_else(|| map_error(abi::MAP_WIRE_CHUNKS, "missing"))?;
+        if let aya::maps::Map::RingBuf(data) = &map {
+            self.ringbuf_bytes = data.info().map_or(0, |info| u64::from(info.max_entries()));
+        }
         let ring: RingBuf<MapData> = RingBuf::try_from(map).map_err(|e| map_error(abi::MAP_WIRE_CHUNKS, e))?;
         let stop = self.stop.clone();
         let decoded = self.decoded.clone();
@@ -267,9 +273,9 @@ impl WireCapture {
             prog.unload().map_err(|source| CollectError::Attach { program: name, source })?;
         }
         self.stop.store(true, Ordering::Release);
-        let drained = match self.thread.take() {
+        let (drained, drain_stats) = match self.thread.take() {
             Some(t) => t.join().map_err(|_| map_error(abi::MAP_WIRE_CHUNKS, "the drain thread panicked"))?,
-            None => RecordDecoder::default(),
+            None => (RecordDecoder::default(), DrainStats::default()),
         };
         let Decoded { mut summary, by_syscall: chunks_by_syscall, times, pg_ports, serving } = drained.finish_all();
         let statement_texts = activity.map(|log| {
@@ -301,6 +307,9 @@ impl WireCapture {
             chunks: sum(abi::stat_index::CHUNKS)?,
             chunks_decoded: self.decoded.load(Ordering::Relaxed),
             ringbuf_dropped: sum(abi::stat_index::RINGBUF_FULL)?,
+            ringbuf_bytes: self.ringbuf_bytes,
+            drain_max_gap_us: drain_stats.max_gap_us,
+            drain_peak_bytes: drain_stats.peak_bytes,
             other_calls: sum(abi::stat_index::OTHER_CALLS)?,
             eagain: sum(abi::stat_index::EAGAIN)?,
             errors: sum(abi::stat_index::ERRORS)?,
@@ -314,6 +323,7 @@ impl WireCapture {
             tracing::warn!(
                 lost = report.ringbuf_dropped,
                 sent = report.chunks,
+                longest_drain_gap_ms = report.drain_max_gap_us / 1000,
                 "the wire ring buffer was full: some messages and request lines were not captured, and the per-request database figures undercount"
             );
         }
@@ -321,19 +331,36 @@ impl WireCapture {
     }
 }
 
+/// How the drain thread kept up: the longest time between the ends of two passes over the
+/// ring buffer, µs, and the most record bytes one pass found (each record plus the ring
+/// buffer's 8-byte header): how near the buffer came to full.
+#[derive(Debug, Clone, Copy, Default)]
+struct DrainStats {
+    max_gap_us: u64,
+    peak_bytes: u64,
+}
+
 /// The drain thread: decodes every chunk until `stop` is raised (after the programs were
 /// detached) and the buffer is empty.
-fn drain(mut ring: RingBuf<MapData>, stop: Arc<AtomicBool>, decoded: Arc<AtomicU64>) -> RecordDecoder {
+fn drain(mut ring: RingBuf<MapData>, stop: Arc<AtomicBool>, decoded: Arc<AtomicU64>) -> (RecordDecoder, DrainStats) {
     let mut records = RecordDecoder::default();
+    let mut stats = DrainStats::default();
+    let mut last = Instant::now();
     loop {
         // Read the flag before draining: chunks submitted before the detach are all in the
         // buffer by the time the flag is seen, so the last drain gets them.
         let stopping = stop.load(Ordering::Acquire);
+        let mut bytes = 0u64;
         while let Some(item) = ring.next() {
+            bytes += item.len() as u64 + RINGBUF_RECORD_HEADER_BYTES;
             if records.push_record(&item) {
                 decoded.fetch_add(1, Ordering::Relaxed);
             }
         }
+        let now = Instant::now();
+        stats.max_gap_us = stats.max_gap_us.max(now.duration_since(last).as_micros() as u64);
+        stats.peak_bytes = stats.peak_bytes.max(bytes);
+        last = now;
         if stopping {
             break;
         }
@@ -341,27 +368,31 @@ fn drain(mut ring: RingBuf<MapData>, stop: Arc<AtomicBool>, decoded: Arc<AtomicU
         // SAFETY: one valid pollfd; the fd lives as long as `ring`.
         unsafe { libc::poll(&mut pfd, 1, POLL_TIMEOUT_MS) };
     }
-    records
+    (records, stats)
 }
 
+/// Bytes the kernel's ring buffer adds to every record (`BPF_RINGBUF_HDR_SZ`,
+/// include/uapi/linux/bpf.h), rounded with the record to 8 bytes.
+const RINGBUF_RECORD_HEADER_BYTES: u64 = 8;
+
 /// One ring-buffer record as a decoder [`Chunk`], the name of its syscall and the socket's
-/// (local, peer) TCP ports; `None` for a
-/// record too short for its class ([`abi::HTTP_CHUNK_SIZE`] bytes for HTTP, a
-/// `struct wire_chunk_http`; [`abi::CHUNK_SIZE`] for PostgreSQL, a `struct wire_chunk`) or
-/// with an unknown class or direction. HTTP heads are cut after their first `\n` and HTTP
-/// tails never read, whatever the kernel sent.
+/// (local, peer) TCP ports. A record is the filled part of a `struct wire_chunk`: the
+/// [`abi::CHUNK_HEADER_SIZE`]-byte header and `head_len` head bytes, or all
+/// [`abi::CHUNK_SIZE`] bytes when it has a tail (`tail_len > 0`). `None` for a record shorter
+/// than its header says, with an unknown class or direction, or an HTTP record with a tail.
+/// HTTP heads are cut after their first `\n`, whatever the kernel sent.
 pub fn parse_chunk(data: &[u8]) -> Option<(Chunk, &'static str, (u16, u16))> {
-    // Both records start with the same header, and the HTTP one is the shorter: read the
-    // header, then the class decides how long the record must be.
-    if data.len() < abi::HTTP_CHUNK_SIZE {
+    const HEAD: usize = abi::CHUNK_HEADER_SIZE;
+    const TAIL: usize = std::mem::offset_of!(abi::WireChunk, tail);
+    if data.len() < HEAD {
         return None;
     }
     // SAFETY: at least CHUNK_HEADER_SIZE bytes; WireChunkHeader is plain integers (every bit
     // pattern valid); read_unaligned has no alignment requirement.
     let c: abi::WireChunkHeader = unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) };
-    let protocol = match c.class {
-        abi::class::POSTGRES if data.len() >= abi::CHUNK_SIZE => Protocol::Postgres,
-        abi::class::HTTP => Protocol::Http,
+    let (protocol, head_max) = match c.class {
+        abi::class::POSTGRES => (Protocol::Postgres, abi::HEAD_MAX),
+        abi::class::HTTP if c.tail_len == 0 => (Protocol::Http, abi::HTTP_HEAD_MAX),
         _ => return None,
     };
     let direction = match c.direction {
@@ -371,18 +402,20 @@ pub fn parse_chunk(data: &[u8]) -> Option<(Chunk, &'static str, (u16, u16))> {
     };
     let total = u64::from(c.total_len);
     let total_usize = usize::try_from(total).unwrap_or(usize::MAX);
-    const HEAD: usize = abi::CHUNK_HEADER_SIZE;
+    let head_len = usize::from(c.head_len);
+    let tail_len = usize::from(c.tail_len);
+    if head_len > head_max || tail_len > abi::TAIL_MAX {
+        return None;
+    }
+    let needed = if tail_len > 0 { abi::CHUNK_SIZE } else { HEAD + head_len };
+    if data.len() < needed {
+        return None;
+    }
+    let head = &data[HEAD..HEAD + head_len.min(total_usize)];
     let (head, tail) = match protocol {
-        Protocol::Http => {
-            let head_len = usize::from(c.head_len).min(abi::HTTP_HEAD_MAX).min(total_usize);
-            (http_start_line(&data[HEAD..HEAD + head_len]).to_vec(), Vec::new())
-        }
-        Protocol::Postgres => {
-            const TAIL: usize = std::mem::offset_of!(abi::WireChunk, tail);
-            let head_len = usize::from(c.head_len).min(abi::HEAD_MAX).min(total_usize);
-            let tail_len = usize::from(c.tail_len).min(abi::TAIL_MAX).min(total_usize);
-            (data[HEAD..HEAD + head_len].to_vec(), data[TAIL..TAIL + tail_len].to_vec())
-        }
+        Protocol::Http => (http_start_line(head).to_vec(), Vec::new()),
+        Protocol::Postgres if tail_len == 0 => (head.to_vec(), Vec::new()),
+        Protocol::Postgres => (head.to_vec(), data[TAIL..TAIL + tail_len.min(total_usize)].to_vec()),
     };
     let syscall = abi::syscall::NAMES.get(usize::from(c.syscall)).copied().unwrap_or("?");
     Some((
@@ -511,21 +544,29 @@ mod tests {
         }
     }
 
-    fn record(class: u8, direction: u8, total: u64, head: &[u8], tail: &[u8]) -> Vec<u8> {
+    /// A record as the kernel sends it: the filled part of a `struct wire_chunk` (the header
+    /// and the head, or all CHUNK_SIZE bytes when there is a tail).
+    fn sent(class: u8, direction: u8, syscall: u8, total: u64, head: &[u8], tail: &[u8]) -> Vec<u8> {
         let mut c = abi::WireChunk {
-            header: header(class, direction, abi::syscall::RECVFROM, total, head, tail),
+            header: header(class, direction, syscall, total, head, tail),
             head: [0; abi::HEAD_MAX],
             tail: [0; abi::TAIL_MAX],
         };
         c.head[..head.len()].copy_from_slice(head);
         c.tail[..tail.len()].copy_from_slice(tail);
         // SAFETY: WireChunk is plain data without padding (asserted in abi).
-        unsafe { std::slice::from_raw_parts((&c as *const abi::WireChunk).cast::<u8>(), abi::CHUNK_SIZE) }.to_vec()
+        let whole = unsafe { std::slice::from_raw_parts((&c as *const abi::WireChunk).cast::<u8>(), abi::CHUNK_SIZE) };
+        let len = if tail.is_empty() { abi::CHUNK_HEADER_SIZE + head.len() } else { abi::CHUNK_SIZE };
+        whole[..len].to_vec()
+    }
+
+    fn record(class: u8, direction: u8, total: u64, head: &[u8], tail: &[u8]) -> Vec<u8> {
+        sent(class, direction, abi::syscall::RECVFROM, total, head, tail)
     }
 
     #[test]
     fn records_become_chunks_and_http_never_carries_more_than_the_start_line() {
-        let r = record(abi::class::HTTP, abi::direction::RX, 300, b"GET /db HTTP/1.1\r\nAuthorization: Bearer secret", b"body");
+        let r = record(abi::class::HTTP, abi::direction::RX, 300, b"GET /db HTTP/1.1\r\nAuthorization: Bearer secret", b"");
         let (c, syscall, ports) = parse_chunk(&r).unwrap();
         assert_eq!(ports, (40000, 5433));
         assert_eq!(syscall, "recvfrom");
@@ -534,29 +575,27 @@ mod tests {
         assert_eq!(c.head, b"GET /db HTTP/1.1\r\n");
         assert!(c.tail.is_empty());
         assert_eq!(c.total_len, 300);
+        // An HTTP record never has a tail: one that says so is refused.
+        assert!(parse_chunk(&record(abi::class::HTTP, abi::direction::RX, 300, b"GET / HTTP/1.1\r\n", b"body")).is_none());
 
         let r = record(abi::class::POSTGRES, abi::direction::TX, 400, b"S\0\0\0\x04", b"Z\0\0\0\x05I");
+        assert_eq!(r.len(), abi::CHUNK_SIZE);
         let (c, _, _) = parse_chunk(&r).unwrap();
         assert_eq!((c.protocol, c.direction), (Protocol::Postgres, Direction::Tx));
         assert_eq!(c.head, b"S\0\0\0\x04");
         assert_eq!(c.tail, b"Z\0\0\0\x05I");
-    }
-
-    /// An HTTP record as the kernel sends it: a `struct wire_chunk_http`, HTTP_CHUNK_SIZE bytes.
-    fn http_record(direction: u8, total: u64, head: &[u8]) -> Vec<u8> {
-        let mut c = abi::WireChunkHttp {
-            header: header(abi::class::HTTP, direction, abi::syscall::READ, total, head, b""),
-            head: [0; abi::HTTP_HEAD_MAX],
-        };
-        c.head[..head.len()].copy_from_slice(head);
-        // SAFETY: WireChunkHttp is plain data without padding (asserted in abi).
-        unsafe { std::slice::from_raw_parts((&c as *const abi::WireChunkHttp).cast::<u8>(), abi::HTTP_CHUNK_SIZE) }.to_vec()
+        // Without a tail, a PostgreSQL record is the header and its head.
+        let r = record(abi::class::POSTGRES, abi::direction::RX, 5, b"Z\0\0\0\x05", b"");
+        assert_eq!(r.len(), abi::CHUNK_HEADER_SIZE + 5);
+        let (c, _, _) = parse_chunk(&r).unwrap();
+        assert_eq!(c.head, b"Z\0\0\0\x05");
+        assert!(c.tail.is_empty());
     }
 
     #[test]
     fn short_http_records_parse_with_their_start_line() {
-        let r = http_record(abi::direction::RX, 97, b"GET /json HTTP/1.1\r\n");
-        assert_eq!(r.len(), abi::HTTP_CHUNK_SIZE);
+        let r = sent(abi::class::HTTP, abi::direction::RX, abi::syscall::READ, 97, b"GET /json HTTP/1.1\r\n", b"");
+        assert_eq!(r.len(), abi::CHUNK_HEADER_SIZE + 20);
         let (c, syscall, ports) = parse_chunk(&r).unwrap();
         assert_eq!(ports, (40000, 5433));
         assert_eq!(syscall, "read");
@@ -564,28 +603,32 @@ mod tests {
         assert_eq!((c.ts_ns, c.pid, c.tid, c.socket), (7, 1, 2, 3));
         assert_eq!(c.head, b"GET /json HTTP/1.1\r\n");
         assert!(c.tail.is_empty());
-        // A head filling the whole array, and a head_len past it (clamped to HTTP_HEAD_MAX).
+        // A head of HTTP_HEAD_MAX bytes parses; a head_len past it is refused.
         let line = [b'a'; abi::HTTP_HEAD_MAX];
-        let mut r = http_record(abi::direction::TX, 1000, &line);
+        let r = sent(abi::class::HTTP, abi::direction::TX, abi::syscall::WRITE, 1000, &line, b"");
+        assert_eq!(parse_chunk(&r).unwrap().0.head, line);
+        let mut r = sent(abi::class::HTTP, abi::direction::TX, abi::syscall::WRITE, 1000, &[b'a'; abi::HTTP_HEAD_MAX + 1], b"");
+        assert!(parse_chunk(&r).is_none());
         r[32..34].copy_from_slice(&u16::MAX.to_ne_bytes());
-        let (c, _, _) = parse_chunk(&r).unwrap();
-        assert_eq!(c.head, line);
-        // Trailing bytes after the record (a longer reservation) are ignored.
-        let mut r = http_record(abi::direction::TX, 20, b"HTTP/1.1 200 OK\r\n");
+        assert!(parse_chunk(&r).is_none());
+        // Trailing bytes after the record are ignored.
+        let mut r = sent(abi::class::HTTP, abi::direction::TX, abi::syscall::WRITE, 20, b"HTTP/1.1 200 OK\r\n", b"");
         r.extend_from_slice(b"Set-Cookie: secret\r\n");
         assert_eq!(parse_chunk(&r).unwrap().0.head, b"HTTP/1.1 200 OK\r\n");
     }
 
     #[test]
-    fn records_shorter_than_their_class_are_refused() {
-        // A PostgreSQL record needs all of CHUNK_SIZE, even when HTTP_CHUNK_SIZE would hold its head.
-        let pg = record(abi::class::POSTGRES, abi::direction::RX, 5, b"Z\0\0\0\x05", b"");
+    fn records_shorter_than_their_header_says_are_refused() {
+        // A record with a tail needs all of CHUNK_SIZE.
+        let pg = record(abi::class::POSTGRES, abi::direction::RX, 400, b"D\0\0\0\x05", b"Z\0\0\0\x05I");
         assert!(parse_chunk(&pg).is_some());
-        assert!(parse_chunk(&pg[..abi::HTTP_CHUNK_SIZE]).is_none());
         assert!(parse_chunk(&pg[..abi::CHUNK_SIZE - 1]).is_none());
-        // An HTTP record needs HTTP_CHUNK_SIZE; shorter than the header is refused too.
-        let http = http_record(abi::direction::RX, 97, b"GET / HTTP/1.1\r\n");
-        assert!(parse_chunk(&http[..abi::HTTP_CHUNK_SIZE - 1]).is_none());
+        // Without a tail, the header and head_len bytes.
+        let pg = record(abi::class::POSTGRES, abi::direction::RX, 5, b"Z\0\0\0\x05", b"");
+        assert!(parse_chunk(&pg[..pg.len() - 1]).is_none());
+        let http = record(abi::class::HTTP, abi::direction::RX, 97, b"GET / HTTP/1.1\r\n", b"");
+        assert!(parse_chunk(&http[..http.len() - 1]).is_none());
+        // Shorter than the header.
         assert!(parse_chunk(&http[..39]).is_none());
         assert!(parse_chunk(&pg[..39]).is_none());
     }
@@ -593,16 +636,16 @@ mod tests {
     #[test]
     fn bad_records_are_refused_without_panicking() {
         assert!(parse_chunk(&[]).is_none());
-        assert!(parse_chunk(&[0u8; abi::CHUNK_SIZE - 1]).is_none());
+        assert!(parse_chunk(&[0u8; abi::CHUNK_HEADER_SIZE - 1]).is_none());
         assert!(parse_chunk(&record(9, abi::direction::TX, 1, b"x", b"")).is_none());
         assert!(parse_chunk(&record(abi::class::HTTP, 7, 1, b"x", b"")).is_none());
-        // Lengths beyond the arrays or the total are clamped.
-        let mut r = record(abi::class::POSTGRES, abi::direction::RX, 2, b"ab", b"");
-        r[32] = 0xff;
-        r[33] = 0xff;
+        // Lengths beyond the arrays are refused; lengths beyond the total are clamped to it.
+        let mut r = record(abi::class::POSTGRES, abi::direction::RX, 2, b"ab", b"z");
         r[34] = 0xff;
+        assert!(parse_chunk(&r).is_none());
+        let r = record(abi::class::POSTGRES, abi::direction::RX, 2, b"abcd", b"xyz");
         let (c, _, _) = parse_chunk(&r).unwrap();
-        assert_eq!(c.head.len(), 2);
-        assert_eq!(c.tail.len(), 2);
+        assert_eq!(c.head, b"ab");
+        assert_eq!(c.tail, b"xy");
     }
 }

@@ -150,6 +150,18 @@ pub struct WireCaptureReport {
     pub chunks_decoded: u64,
     /// Chunks lost because the ring buffer was full.
     pub ringbuf_dropped: u64,
+    /// Size of the `wire_chunks` ring buffer, bytes (0 in profiles of agents before it).
+    #[serde(default)]
+    pub ringbuf_bytes: u64,
+    /// Longest time between two passes of the agent's drain thread over the ring buffer, µs
+    /// (it polls every 50 ms, and is woken when the buffer is a quarter full): how long the
+    /// buffer had to hold what the kernel sent. 0 in profiles of agents before it.
+    #[serde(default)]
+    pub drain_max_gap_us: u64,
+    /// Most bytes one pass of the drain thread found in the ring buffer (records and their
+    /// 8-byte ring-buffer headers): how near it came to [`WireCaptureReport::ringbuf_bytes`].
+    #[serde(default)]
+    pub drain_peak_bytes: u64,
     /// Calls on classified sockets made through other syscalls (`sendmmsg`, `sendfile`, ...),
     /// from kernel threads and io_uring workers, or receives with `MSG_PEEK` (their bytes come
     /// again with the next receive): no chunk. 0 in profiles of agents before it.
