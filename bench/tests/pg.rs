@@ -225,6 +225,30 @@ fn bench_pg_serves_the_seed_over_scram_and_stops_at_stdin_eof() {
 }
 
 #[test]
+fn bench_pg_stops_at_sigterm_while_its_stdin_stays_open() {
+    // As in .github/workflows/profile.yml: `sleep infinity | bench-pg`, stopped by a signal.
+    let (mut child, _url) = start_bench_pg();
+    let (pm, dir) = postmaster_of(child.id());
+    let _stdin = child.stdin.take().expect("stdin");
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("try_wait") {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("bench-pg still running 30 s after SIGTERM with its stdin open");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+    assert!(!alive(pm), "postmaster {pm} still running");
+    assert!(!dir.exists(), "{} left behind", dir.display());
+}
+
+#[test]
 fn a_killed_owner_takes_its_server_down_and_the_directory_is_reclaimed() {
     let (mut child, _url) = start_bench_pg();
     let (pm, dir) = postmaster_of(child.id());

@@ -73,5 +73,9 @@ fn run(args: &Args) -> anyhow::Result<()> {
         }
         anyhow::Ok(())
     })?;
+    // tokio reads stdin on a blocking thread, which a signal does not interrupt, and dropping
+    // the runtime would wait for it (until stdin gets a byte or its end: with `sleep infinity |
+    // bench-pg`, never). Leave it behind: the process exits after the stop.
+    rt.shutdown_background();
     pg.stop().context("stop PostgreSQL")
 }
