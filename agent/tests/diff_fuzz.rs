@@ -8,7 +8,8 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use proptest::prelude::*;
-use profiler::diff::{compare, import, markdown};
+use profiler::diff::{compare, import};
+use profiler::render::diff_md as markdown;
 
 const PERF_SCRIPT: &str = "\
 target-app 1234 1234 100.000001: 1001001 cpu-clock:

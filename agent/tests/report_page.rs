@@ -209,3 +209,63 @@ fn the_flamegraph_draws_short_names_and_searches_full_ones() {
     let samples: u64 = profile.on_cpu.iter().map(|c| c.count).sum();
     assert_eq!(samples, all, "stacks.folded holds every sample");
 }
+
+/// `profiler diff --out` of the recorded bench pair of `data/diff` (BASE `--costs all`, HEAD
+/// `all,-double-json-parse` on deals-create; see diff_golden.rs), its page in the browser.
+#[test]
+fn the_diff_page_shows_the_verdict_first_and_the_differential_graphs() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/diff");
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_profiler"))
+        .current_dir(&data)
+        .args(["diff", "base", "head", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let dom = dump_dom(&format!("file://{}", dir.path().join("index.html").display()));
+    let text = body_text(&dom);
+    // The verdict, then the test's changes, then the graphs.
+    let verdict = dom.find(r#"id="verdict""#).expect("verdict");
+    let changes = dom.find(r#"<section id="changes">"#).expect("changes");
+    let graphs = dom.find(r#"<section id="flamegraphs">"#).expect("graphs");
+    assert!(verdict < changes && changes < graphs);
+    // The pair's verdict (diff_golden's bench.diff.md): latency worse beyond noise, within
+    // the threshold.
+    assert!(dom[verdict..changes].contains("no test crossed the 5% <code>--fail-on-regression</code> threshold"), "{}", &dom[verdict..changes]);
+    // The removed cost (diff_golden checks its figures: 2.14 -> 0 µs per request).
+    let cost = &dom[dom.find("<code>double-json-parse</code>").expect("the removed cost's row")..];
+    let cost = &cost[..cost.find("</tr>").unwrap()];
+    assert!(cost.contains("<td>2.14</td><td>0</td>") && cost.contains("-100.0%"), "{cost}");
+    // req/s as diff.md has it: 1796 -> 1723, ±124.
+    assert!(dom.contains("<td>req/s</td><td>req/s</td><td>1796</td><td>1723</td>"), "req/s row");
+    for md in ["|---", "## ", "**", "`"] {
+        assert!(!text.contains(md), "raw Markdown {md:?} on the page");
+    }
+    for attr in ["src", "href", "data"] {
+        for v in attribute_values(&dom, attr) {
+            assert!(!v.contains("://") && !v.starts_with("//"), "{attr}={v:?} points outside the page's folder");
+            assert!(v.starts_with('#') || dir.path().join(v).exists(), "{attr}={v:?} is not a file beside the page");
+        }
+    }
+    assert!(!dom.contains("<script"), "the page has a script of its own");
+    let head = dom.find(r#"data="diff.svg""#).expect("HEAD's widths");
+    let base = dom.find(r#"data="diff-base.svg""#).expect("BASE's widths");
+    assert!(head < base);
+
+    // The differential graph alone: frames drawn with short names, search on full names.
+    let svg = std::fs::read_to_string(dir.path().join("diff.svg")).unwrap();
+    assert!(svg.contains("data-short=\""), "no frame carries a short name");
+    let term = "serde_json::de::from_trait";
+    let dom = dump_dom(&format!("file://{}?s={}", dir.path().join("diff.svg").display(), term));
+    assert!(dom.contains("Matched: "), "search did not match {term}");
+    let drawn: Vec<&str> = dom
+        .match_indices("<text x=")
+        .map(|(i, _)| &dom[i..])
+        .filter_map(|t| {
+            let end = t.find('>')?;
+            (!t[..end].ends_with('/')).then(|| &t[end + 1..t.find("</text>").unwrap()])
+        })
+        .collect();
+    assert!(drawn.iter().any(|t| t.contains("&lt;…&gt;") || t.contains("<…>")), "no drawn frame has a folded generic");
+}

@@ -2,7 +2,8 @@
 //!
 //! Each side is a bench output folder, an attach output folder, a `profile.json`, a pprof
 //! file, `perf script` text or folded stacks ([`crate::diff::import`]). Writes `diff.md`,
-//! `diff.json` and the differential flamegraph(s) into `--out`; `--format md|json` prints one
+//! `diff.json`, the differential flamegraph(s) and the page `index.html`
+//! ([`crate::render::diff_html`]) into `--out`; `--format md|json` prints one
 //! of them to stdout (the default without `--out` is `md`). Exit status: 0 when no test
 //! regressed beyond `--fail-on-regression`, 1 when one did, 2 on error (bad input included).
 
@@ -12,6 +13,8 @@ use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
 
 use crate::diff::{self, compare};
+use crate::render::diff_html::{self, DiffGraphs};
+use crate::render::flamegraph::{self, FrameStyles, Widths};
 
 /// What `--format` prints to stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -29,9 +32,9 @@ pub struct Args {
     pub base: PathBuf,
     /// The head run (same kinds as BASE).
     pub head: PathBuf,
-    /// Write diff.md, diff.json, diff.svg (HEAD's widths) and diff-base.svg (BASE's widths)
-    /// into this folder; a bench with several tests gets diff-<test>.svg and
-    /// diff-base-<test>.svg per test.
+    /// Write diff.md, diff.json, diff.svg (HEAD's widths), diff-base.svg (BASE's widths) and
+    /// index.html (the page showing them) into this folder; a bench with several tests gets
+    /// diff-<test>.svg and diff-base-<test>.svg per test.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Print diff.md or diff.json to stdout. Default: md when there is no --out.
@@ -86,13 +89,14 @@ pub fn run(args: Args) -> Result<u8> {
     let head = diff::import::load(&args.head).context("HEAD")?;
     let opts = compare::Options { rules: &rules, fail_on_regression_pct: args.fail_on_regression, noise_floor_pct: args.noise_floor };
     let result = compare::compare(&base, &head, &opts)?;
-    let md = diff::markdown::render(&result);
+    let md = crate::render::diff_md::render(&result);
     let json = serde_json::to_string_pretty(&result).context("serializing diff.json")? + "\n";
     if let Some(out) = &args.out {
         std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
         crate::output::write_bytes_replacing(out.join("diff.md"), &md).with_context(|| format!("writing {}", out.join("diff.md").display()))?;
         crate::output::write_bytes_replacing(out.join("diff.json"), &json).with_context(|| format!("writing {}", out.join("diff.json").display()))?;
         let several = result.tests.len() > 1;
+        let mut graphs = Vec::new();
         for t in &result.tests {
             let (Some(b), Some(h)) = (
                 base.tests.iter().find(|x| x.name == t.name).and_then(|x| x.profile.as_ref()),
@@ -104,15 +108,24 @@ pub fn run(args: Args) -> Result<u8> {
                 (compare::Normalization::PerRequest, (Some(rb), Some(rh))) => (rh as f64 / rb as f64, "per request"),
                 _ => (t.samples.1 as f64 / t.samples.0.max(1) as f64, "per sample"),
             };
-            for (widths, stem, whose) in [(diff::Widths::Head, "diff", "HEAD"), (diff::Widths::Base, "diff-base", "BASE")] {
+            let mut styles = FrameStyles::of(h, &rules);
+            styles.merge(FrameStyles::of(b, &rules));
+            let (before, after) = (diff::folded_lines(b), diff::folded_lines(h));
+            let mut files = Vec::new();
+            for (widths, stem, whose) in [(Widths::Head, "diff", "HEAD"), (Widths::Base, "diff-base", "BASE")] {
                 let name = if several { format!("{stem}-{}.svg", t.name) } else { format!("{stem}.svg") };
-                let path = out.join(name);
+                let path = out.join(&name);
                 let title = if t.name.is_empty() { "Differential flamegraph".to_string() } else { format!("Differential flamegraph: {}", t.name) };
                 let subtitle = format!("widths: {whose} samples; red: more in HEAD, blue: less (BASE scaled {per}, x{scale:.3})");
-                crate::output::write_replacing(&path, |w| diff::write_svg(b, h, scale, widths, &title, &subtitle, w))
+                crate::output::write_replacing(&path, |w| flamegraph::write_differential_svg(&before, &after, scale, widths, &title, &subtitle, Some(&styles), w))
                     .with_context(|| format!("writing {}", path.display()))?;
+                files.push(name);
             }
+            let [head_widths, base_widths]: [String; 2] = files.try_into().expect("two graphs");
+            graphs.push(DiffGraphs { test: t.name.clone(), head_widths, base_widths });
         }
+        let page = out.join("index.html");
+        crate::output::write_bytes_replacing(&page, diff_html::diff_page(&result, &graphs, out)).with_context(|| format!("writing {}", page.display()))?;
     }
     let format = args.format.or(if args.out.is_none() { Some(Format::Md) } else { None });
     {
@@ -121,7 +134,7 @@ pub fn run(args: Args) -> Result<u8> {
         match format {
             Some(Format::Md) => stdout.write_all(md.as_bytes())?,
             Some(Format::Json) => stdout.write_all(json.as_bytes())?,
-            None => writeln!(stdout, "{}", diff::markdown::headline(&result))?,
+            None => writeln!(stdout, "{}", crate::render::diff_md::headline(&result))?,
         }
         stdout.flush()?;
     }

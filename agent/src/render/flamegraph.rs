@@ -149,6 +149,14 @@ impl FrameStyles {
         FrameStyles { by_name }
     }
 
+    /// Adds the frames of `other` that `self` does not name (the styles of two profiles, for
+    /// a differential flamegraph).
+    pub fn merge(&mut self, other: FrameStyles) {
+        for (name, style) in other.by_name {
+            self.by_name.entry(name).or_insert(style);
+        }
+    }
+
     /// The short name and category of a folded frame name, when it is a frame of the profile.
     pub fn get(&self, folded_name: &str) -> Option<(&str, &str)> {
         self.by_name.get(folded_name).map(|(s, c)| (s.as_str(), c.as_str()))
@@ -205,29 +213,13 @@ pub fn write_svg_styled(
         return flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut out);
     };
     let mut palette = color::PaletteMap::default();
-    let mut attrs = String::new();
-    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
-    for line in lines {
-        let stack = line.rsplit_once(' ').map_or(line.as_str(), |(s, _)| s);
-        for name in stack.split(';') {
-            if !seen.insert(name) {
-                continue;
-            }
-            let (short, category) = styles.get(name).unwrap_or((name, OTHER_CATEGORY));
-            if options.layer_colours {
-                palette.insert(name, frame_colour(category, name));
-            }
-            // inferno's attribute lines are `name<TAB>key=value`: names with tabs, line breaks,
-            // surrounding blanks or quotes cannot be written there, and keep their full name.
-            let plain = |s: &str| !s.contains(['\t', '\n', '\r', '"']) && s.trim() == s && !s.is_empty();
-            if options.short_names && short != deannotate(name) && plain(name) && plain(short) {
-                attrs.push_str(name);
-                attrs.push_str("\tg_extra=data-short=\"");
-                attrs.push_str(short);
-                attrs.push_str("\"\n");
-            }
+    if options.layer_colours {
+        for name in frame_names(lines.iter().map(|l| stack_of(l))) {
+            let category = styles.get(name).map_or(OTHER_CATEGORY, |(_, c)| c);
+            palette.insert(name, frame_colour(category, name));
         }
     }
+    let attrs = if options.short_names { short_name_attrs(lines.iter().map(|l| stack_of(l)), styles) } else { String::new() };
     let mut opts = inferno_options(style, title, subtitle);
     if options.layer_colours {
         opts.palette_map = Some(&mut palette);
@@ -238,6 +230,126 @@ pub fn write_svg_styled(
     let mut svg = Vec::new();
     flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut svg)?;
     if options.short_names {
+        svg = label_frames_by_short_name(svg);
+    }
+    out.write_all(&svg)
+}
+
+/// The stack of a folded line (`stack weight`): the line without its weight.
+fn stack_of(line: &str) -> &str {
+    line.rsplit_once(' ').map_or(line, |(s, _)| s)
+}
+
+/// Each frame name of `stacks` (folded stacks without their weights), once, in order of
+/// appearance.
+fn frame_names<'a>(stacks: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut names = Vec::new();
+    for stack in stacks {
+        for name in stack.split(';') {
+            if seen.insert(name) {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+/// inferno's frame-attribute lines (`name<TAB>g_extra=data-short="SHORT"`) for the frames of
+/// `stacks` (folded, without weights) whose short name differs from their name. Names with tabs, line breaks,
+/// surrounding blanks or quotes cannot be written there and keep their full name.
+fn short_name_attrs<'a>(stacks: impl Iterator<Item = &'a str>, styles: &FrameStyles) -> String {
+    let plain = |s: &str| !s.contains(['\t', '\n', '\r', '"']) && s.trim() == s && !s.is_empty();
+    let mut attrs = String::new();
+    for name in frame_names(stacks) {
+        let short = styles.get(name).map_or(name, |(s, _)| s);
+        if short != deannotate(name) && plain(name) && plain(short) {
+            attrs.push_str(name);
+            attrs.push_str("\tg_extra=data-short=\"");
+            attrs.push_str(short);
+            attrs.push_str("\"\n");
+        }
+    }
+    attrs
+}
+
+/// Whose samples give a differential flamegraph its frame widths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Widths {
+    /// HEAD's (`diff.svg`): what HEAD spends, coloured by the change; code HEAD no longer runs
+    /// has no width.
+    Head,
+    /// BASE's (`diff-base.svg`, Brendan Gregg's "negated" graph): shows what shrank or went away.
+    Base,
+}
+
+/// Draws the differential flamegraph of BASE → HEAD into `out` with inferno
+/// (`inferno::differential` pairs the folded stacks, `inferno::flamegraph` draws them).
+///
+/// `base` and `head` are folded stacks with their sample counts. Frame widths are HEAD's or
+/// BASE's samples ([`Widths`]); colours are always the change from BASE to HEAD: red where
+/// HEAD has more, blue where it has less. BASE's counts are first scaled by `base_scale` so
+/// that the two compare (`head requests / base requests` per request, `head samples / base
+/// samples` per sample; rounded to whole samples). With `styles`, frames are drawn with their
+/// short names as in [`write_svg_styled`] (their colours stay the change's).
+///
+/// # Errors
+/// Whatever `out` returns, or inferno's error.
+#[allow(clippy::too_many_arguments)]
+pub fn write_differential_svg(
+    base: &[(String, u64)],
+    head: &[(String, u64)],
+    base_scale: f64,
+    widths: Widths,
+    title: &str,
+    subtitle: &str,
+    styles: Option<&FrameStyles>,
+    mut out: impl Write,
+) -> std::io::Result<()> {
+    let mut before = Vec::new();
+    for (stack, n) in base {
+        let scaled = (*n as f64 * base_scale).round() as u64;
+        if scaled > 0 {
+            writeln!(before, "{stack} {scaled}")?;
+        }
+    }
+    let mut after = Vec::new();
+    for (stack, n) in head {
+        writeln!(after, "{stack} {n}")?;
+    }
+    let mut paired = Vec::new();
+    let options = inferno::differential::Options::default();
+    match widths {
+        Widths::Head => inferno::differential::from_readers(options, &before[..], &after[..], &mut paired)?,
+        // inferno draws the second count's widths: put BASE second and negate the colours so
+        // that red still means "more in HEAD".
+        Widths::Base => inferno::differential::from_readers(options, &after[..], &before[..], &mut paired)?,
+    }
+    let paired = String::from_utf8_lossy(&paired);
+    let lines: Vec<&str> = paired.lines().filter(|l| !l.is_empty()).collect();
+    // Nothing to give widths: BASE's graph when every BASE count rounds to 0 once scaled (a
+    // head that spends 190x more CPU per request scales BASE by 0.005), inferno refuses it.
+    let no_widths = match widths {
+        Widths::Head => after.is_empty(),
+        Widths::Base => before.is_empty(),
+    };
+    if lines.is_empty() || no_widths {
+        return write_empty_svg(title, Some(subtitle), out);
+    }
+    let mut options = InfernoOptions::default();
+    options.title = title.to_string();
+    options.subtitle = Some(subtitle.to_string());
+    options.deterministic = true;
+    options.name_type = "Function:".to_string();
+    options.count_name = "samples".to_string();
+    options.negate_differentials = widths == Widths::Base;
+    let attrs = styles.map(|st| short_name_attrs(base.iter().chain(head).map(|(s, _)| s.as_str()), st)).unwrap_or_default();
+    if !attrs.is_empty() {
+        options.func_frameattrs = flamegraph::FuncFrameAttrsMap::from_reader(attrs.as_bytes())?;
+    }
+    let mut svg = Vec::new();
+    flamegraph::from_lines(&mut options, lines.iter().copied(), &mut svg)?;
+    if styles.is_some() {
         svg = label_frames_by_short_name(svg);
     }
     out.write_all(&svg)
@@ -451,6 +563,32 @@ mod tests {
         // `{closure#0}` (11 characters) was drawn whole: at least 12 fit, 10 of the short name.
         assert!(out.contains(r#"<text x="1" y="2">tokio::net..</text>"#), "{out}");
         assert!(out.contains(r#"<g data-short="a::…::Long&lt;…&gt;::name">"#), "{out}");
+    }
+
+    #[test]
+    fn differential_frames_carry_short_names_and_the_change_colours() {
+        // Names with blanks and generics, as Rust's are: the stack is split from its count at
+        // the last blank only.
+        let full = "<alloc::vec::Vec<u8> as core::clone::Clone>::clone";
+        let st = styles(&[(full, "Vec<…>::clone", "alloc"), ("main", "main", "app")]);
+        let base = vec![(format!("main;{full}"), 10)];
+        let head = vec![(format!("main;{full}"), 30), ("main".to_string(), 5)];
+        let mut svg = Vec::new();
+        write_differential_svg(&base, &head, 1.0, Widths::Head, "t", "s", Some(&st), &mut svg).unwrap();
+        let svg = String::from_utf8(svg).unwrap();
+        assert!(svg.contains(r#"<g data-short="Vec&lt;…&gt;::clone">"#), "{svg}");
+        assert!(svg.contains("<title>&lt;alloc::vec::Vec&lt;u8&gt; as core::clone::Clone&gt;::clone (30 samples, 85.71%; +57.14%)</title>"), "{svg}");
+        // inferno gives the change as a share of all samples: (30 - 10) / 35. Red for more in
+        // HEAD (rgb(255, x, x)), not the layer's colour.
+        let group = &svg[svg.find(r#"<g data-short="Vec&lt;…&gt;::clone">"#).unwrap()..];
+        let fill = group.split("fill=\"").nth(1).unwrap().split('"').next().unwrap();
+        assert!(fill.starts_with("rgb(255,"), "{fill}");
+        // BASE's widths: BASE's 10 samples, coloured as the change to HEAD, whose share is of
+        // the drawn graph's samples: (30 - 10) / 10.
+        let mut svg = Vec::new();
+        write_differential_svg(&base, &head, 1.0, Widths::Base, "t", "s", Some(&st), &mut svg).unwrap();
+        let svg = String::from_utf8(svg).unwrap();
+        assert!(svg.contains("(10 samples, 100.00%; +200.00%)"), "{svg}");
     }
 
     #[test]

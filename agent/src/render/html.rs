@@ -81,7 +81,8 @@ impl RunView {
     }
 }
 
-fn page_start(h: &mut String, title: &str) {
+/// The page's head (title, the inline CSS) and the opening of `<body><main>`.
+pub(super) fn page_start(h: &mut String, title: &str) {
     let _ = write!(
         h,
         r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>{}</title><style>{CSS}</style></head><body><main>"#,
@@ -119,7 +120,7 @@ fn opt(x: Option<f64>, digits: usize) -> String {
 }
 
 /// A frame path in `<code>`: its short form, the full path as the tooltip.
-fn frame_code(path: &str) -> String {
+pub(super) fn frame_code(path: &str) -> String {
     let short = super::names::shorten(path);
     if short == path {
         format!("<code>{}</code>", escape(path))
@@ -130,7 +131,7 @@ fn frame_code(path: &str) -> String {
 
 /// Inline text with `code` spans: the ranking's evidence and titles quote names in backticks
 /// (its Markdown form); here they become `<code>` elements, so no backtick reaches the page.
-fn inline(text: &str) -> String {
+pub(super) fn inline(text: &str) -> String {
     let mut out = String::new();
     for (i, part) in text.split('`').enumerate() {
         if i % 2 == 1 {
@@ -583,7 +584,8 @@ fn bar_chart(id: &str, title: &str, bars: &[Bar], log: bool) -> String {
     s
 }
 
-fn fmt_int(v: f64) -> String {
+/// A whole number with thousands separators (`12,345`).
+pub(super) fn fmt_int(v: f64) -> String {
     let n = v.round() as i64;
     let digits = n.abs().to_string();
     let mut out = String::new();
@@ -782,7 +784,9 @@ summary{cursor:pointer}.evidence{margin:6px 0 4px;font-size:13px}.evidence ul{ma
 .evidence dt{color:#555}.evidence dd{margin:0}table.frames{margin:4px 0;font-size:12px}table.frames td:last-child{text-align:left}.se{color:#777;font-size:12px}.us{color:#555;font-size:12px}\
 table.endpoints td:first-child,table.statements td:first-child,table.layers td:first-child{text-align:left}table.layers td:nth-child(2){text-align:left;color:#555}\
 .sw{display:inline-block;width:11px;height:11px;border:1px solid #999;border-radius:2px;margin-right:6px;vertical-align:-1px}.legend .key{margin-right:14px;white-space:nowrap;font-size:13px}\
-.flamegraph.off-cpu{margin-top:10px}details.generic,details.not-evaluated,details.summary{margin:8px 0}details.finding-generic{margin:4px 0 4px 16px}";
+.flamegraph.off-cpu{margin-top:10px}.verdict{font-size:18px;padding:10px 14px;border-radius:8px;background:#f3f4f6;margin:16px 0}\
+.verdict.worse{background:#fee2e2}.verdict.better{background:#dcfce7}td.worse{color:#b91c1c;font-weight:600}td.better{color:#166534;font-weight:600}td.changed{font-weight:600}\
+table.rows td:first-child{text-align:left}table.rows td:last-child,table.rows th:last-child{text-align:left}.flamegraph.diff-base{margin-top:10px}details.generic,details.not-evaluated,details.summary{margin:8px 0}details.finding-generic{margin:4px 0 4px 16px}";
 
 #[cfg(test)]
 mod tests {

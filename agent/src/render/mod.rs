@@ -19,6 +19,8 @@
 //! ([`html::attach_page`], [`html::bench_page`]): it needs the ranking, which needs the run's
 //! rules and counters.
 
+pub mod diff_html;
+pub mod diff_md;
 pub mod flamegraph;
 pub mod html;
 pub mod names;
