@@ -86,6 +86,9 @@ fn report_renders_every_file_with_hand_computed_numbers() {
         "profile.pb.gz",
         "offcpu.pb.gz",
         "syscalls.json",
+        "ranking.md",
+        "ranking.json",
+        "index.html",
     ] {
         let len = std::fs::metadata(out_dir.join(name)).map(|m| m.len()).unwrap_or(0);
         assert!(len > 0, "{name} missing or empty");
@@ -182,6 +185,38 @@ fn default_output_is_the_profile_directory() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(dir.path().join("flamegraph.svg").exists());
     assert!(dir.path().join("syscalls.json").exists());
+    // The page as `profiler attach` writes it: findings first, the flamegraphs beside it.
+    let page = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
+    let (findings, graphs) = (page.find(r#"id="findings""#).expect("findings"), page.find(r#"id="flamegraphs""#).expect("flamegraphs"));
+    assert!(findings < graphs);
+    assert!(page.contains(r#"data="flamegraph.svg""#) && page.contains(r#"data="offcpu.svg""#), "{page}");
+    // 17 samples of 99 Hz over 2 s, no request count: the ranking says so.
+    let ranking: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("ranking.json")).unwrap()).unwrap();
+    assert_eq!(ranking["requests"], serde_json::Value::Null);
+}
+
+#[test]
+fn a_ranking_of_the_run_is_kept_unless_rules_are_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("profile.json");
+    std::fs::copy(fixture(), &profile).unwrap();
+    assert!(report(&profile, None).status.success());
+    // As a bench writes it: with the request count its load measured, which the profile lacks.
+    let path = dir.path().join("ranking.json");
+    let mut ranking: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    ranking["requests"] = 12345.into();
+    std::fs::write(&path, serde_json::to_vec(&ranking).unwrap()).unwrap();
+    assert!(report(&profile, None).status.success());
+    let kept: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(kept["requests"], 12345);
+    assert!(std::fs::read_to_string(dir.path().join("index.html")).unwrap().contains("12,345 requests"));
+    // With --rules, ranked anew.
+    let rules = dir.path().join("rules.toml");
+    std::fs::write(&rules, "").unwrap();
+    let out = profiler(&["report".as_ref(), profile.as_os_str(), "--rules".as_ref(), rules.as_os_str()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let anew: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(anew["requests"], serde_json::Value::Null);
 }
 
 #[test]

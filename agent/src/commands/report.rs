@@ -1,8 +1,14 @@
 //! `profiler report DIR/profile.json [--out DIR]`: re-render a recorded profile without a target.
 //!
-//! Reads the `profile.json`, writes every rendered file ([`crate::render::write_all`]) into the
-//! output directory (default: the profile's own directory) and prints the text summary
+//! Reads the `profile.json`, writes every rendered file ([`crate::render::write_all_with`]),
+//! the ranking (`ranking.md`, `ranking.json`) and the report page `index.html`
+//! ([`crate::render::html::attach_page`]) into the output directory (default: the profile's
+//! own directory), as `profiler attach` does, and prints the text summary
 //! ([`crate::render::summary`]) on stdout.
+//!
+//! A `ranking.json` already in the output directory is the run's own (a bench's knows the
+//! bound its load measured, which the profile does not hold): it is kept and shown unless
+//! `--rules` is given, which ranks anew. One that cannot be read is replaced.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -19,6 +25,13 @@ pub struct Args {
     /// Directory for the rendered files; created when missing. Default: the profile's directory.
     #[arg(long, short)]
     pub out: Option<PathBuf>,
+    /// Extra attribution rules (TOML) added to the built-in catalog, as for `profiler attach`;
+    /// with them the ranking is made anew even when the directory has one.
+    #[arg(long)]
+    pub rules: Vec<PathBuf>,
+    /// Draw the full demangled Rust names in flamegraph frames (default: short names).
+    #[arg(long)]
+    pub full_frame_names: bool,
 }
 
 /// Runs `profiler report`.
@@ -29,6 +42,7 @@ pub struct Args {
 /// output directory or a file in it cannot be written. A broken pipe on stdout
 /// is returned as an `io::Error` of kind `BrokenPipe` (main exits 0 for it).
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let rules = crate::attribute::RuleSet::builtin_with_files(&args.rules).map_err(|e| anyhow::anyhow!("{e}"))?;
     let profile = profile::json::read(&args.profile).context("cannot read the profile")?;
     // The same checks as `profiler diff` makes of a profile.json (a frequency of 0 Hz, counts
     // that overflow or no run could have): one line naming the field, not a report of nonsense.
@@ -41,11 +55,34 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             _ => PathBuf::from("."),
         },
     };
-    let written = render::write_all(&profile, &out)
+    let render_opts = render::Options {
+        rules: Some(&rules),
+        flamegraph: render::flamegraph::Options { short_names: !args.full_frame_names, ..Default::default() },
+    };
+    let written = render::write_all_with(&profile, &out, &render_opts)
         .with_context(|| format!("cannot render into {}", out.display()))?;
     for path in &written {
         tracing::info!(path = %path.display(), "wrote");
     }
+    let kept = if args.rules.is_empty() {
+        std::fs::read(out.join("ranking.json")).ok().and_then(|b| serde_json::from_slice::<crate::attribute::Ranking>(&b).ok())
+    } else {
+        None
+    };
+    let ranking = match kept {
+        Some(r) => {
+            tracing::info!("kept the run's ranking.json (give --rules to rank anew)");
+            r
+        }
+        None => {
+            let opts = crate::attribute::RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: "" };
+            crate::attribute::write_ranking(&profile, None, crate::attribute::Bound::Unknown, &opts, &out)
+                .with_context(|| format!("cannot write ranking.md into {}", out.display()))?
+        }
+    };
+    let page = out.join("index.html");
+    crate::output::write_bytes_replacing(&page, render::html::attach_page(&profile, &ranking, &out))
+        .with_context(|| format!("cannot write {}", page.display()))?;
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(render::summary(&profile).as_bytes())?;
     writeln!(stdout, "files: {}", out.display())?;
