@@ -187,7 +187,7 @@ fn table_errors_and_selection() {
 /// target-app (`all`, /db), serialize it as write_ranking does, read it back.
 #[test]
 fn reads_a_real_ranking_json() {
-    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/attribute/recorded");
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../agent/tests/data/attribute/recorded");
     let path = data.join("all-db.profile.json.gz");
     let mut bytes = Vec::new();
     flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap()).read_to_end(&mut bytes).unwrap();
