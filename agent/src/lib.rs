@@ -12,6 +12,7 @@ pub mod output;
 pub mod proc_maps;
 pub mod profile;
 pub mod render;
+pub mod runs;
 pub mod symbolize;
 pub mod target;
 pub mod unwind;

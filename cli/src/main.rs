@@ -1,7 +1,7 @@
 //! The `profiler` binary: argument parsing, logging set-up and error printing only.
 //!
-//! Every subcommand lives in [`profiler::commands`]; this file only dispatches. Errors print
-//! their chain on one line, `profiler: error: ` + [`commands::error_line`] (each cause once),
+//! Every subcommand lives in a library ([`profiler::commands`], [`bench::modes`]); this file
+//! only dispatches. Errors print their chain on one line, `profiler: error: ` + [`commands::error_line`] (each cause once),
 //! and exit with status 2; a broken pipe on stdout (`profiler report ... | head`) exits 0, as
 //! ripgrep does.
 
@@ -23,7 +23,7 @@ struct Cli {
     command: Command,
 }
 
-/// The subcommands. Each is `Args -> commands::<name>::run`.
+/// The subcommands. Each is `Args -> <library>::run`.
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Profile a running process, cgroup or container (on-CPU, off-CPU, syscalls).
@@ -31,7 +31,7 @@ enum Command {
     /// Re-render a recorded profile (flamegraphs, folded stacks, pprof, syscalls, summary).
     Report(commands::report::Args),
     /// Run the bundled CRM benchmark with the agent attached (the main job).
-    Bench(commands::bench::Args),
+    Bench(bench::modes::run::Args),
     /// Compare two runs (bench or attach outputs, profiles): regression triage for pull requests.
     Diff(commands::diff::Args),
 }
@@ -42,7 +42,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Attach(args) => commands::attach::run(args).map(|()| 0),
         Command::Report(args) => commands::report::run(args).map(|()| 0),
-        Command::Bench(args) => commands::bench::run(args),
+        Command::Bench(args) => bench::modes::run::run(args),
         Command::Diff(args) => commands::diff::run(args),
     };
     match result {

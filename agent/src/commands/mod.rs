@@ -4,11 +4,8 @@
 //! exits 2.
 
 pub mod attach;
-pub mod bench;
 pub mod diff;
-pub mod overhead;
 pub mod report;
-pub mod validate;
 
 /// True when `err` (anywhere in its chain) is a broken pipe, e.g. stdout closed by `| head`.
 /// `main` exits 0 then, as ripgrep does.
