@@ -59,6 +59,18 @@ fn attribute_values<'a>(html: &'a str, name: &str) -> Vec<&'a str> {
     html.match_indices(&key).map(|(i, _)| html[i + key.len()..].split('"').next().unwrap_or("")).collect()
 }
 
+/// The texts drawn in a flamegraph's frames: `<text x=.. y=..>label</text>` (frames too
+/// narrow for a label have `<text .../>`, left out).
+fn drawn_texts(dom: &str) -> Vec<&str> {
+    dom.match_indices("<text x=")
+        .map(|(i, _)| &dom[i..])
+        .filter_map(|t| {
+            let end = t.find('>')?;
+            (!t[..end].ends_with('/')).then(|| &t[end + 1..t.find("</text>").unwrap()])
+        })
+        .collect()
+}
+
 /// `html` without its `<style>` element (the CSS is not text a person reads).
 fn body_text(html: &str) -> String {
     match (html.find("<style>"), html.find("</style>")) {
@@ -190,15 +202,7 @@ fn the_flamegraph_draws_short_names_and_searches_full_ones() {
 
     // The drawn text is the short name: no drawn frame label holds a folded generic's
     // contents, and the widest short names are drawn whole.
-    // Frame texts: `<text x=.. y=..>label</text>`, or `<text .../>` for frames too narrow.
-    let texts: Vec<&str> = dom
-        .match_indices("<text x=")
-        .map(|(i, _)| &dom[i..])
-        .filter_map(|t| {
-            let end = t.find('>')?;
-            (!t[..end].ends_with('/')).then(|| &t[end + 1..t.find("</text>").unwrap()])
-        })
-        .collect();
+    let texts = drawn_texts(&dom);
     assert!(texts.len() > 100, "{} texts", texts.len());
     for t in &texts {
         assert!(!t.contains("alloc::alloc::Global") && !t.contains("::Global&gt;"), "a frame drawn with its full name: {t}");
@@ -259,13 +263,6 @@ fn the_diff_page_shows_the_verdict_first_and_the_differential_graphs() {
     let term = "serde_json::de::from_trait";
     let dom = dump_dom(&format!("file://{}?s={}", dir.path().join("diff.svg").display(), term));
     assert!(dom.contains("Matched: "), "search did not match {term}");
-    let drawn: Vec<&str> = dom
-        .match_indices("<text x=")
-        .map(|(i, _)| &dom[i..])
-        .filter_map(|t| {
-            let end = t.find('>')?;
-            (!t[..end].ends_with('/')).then(|| &t[end + 1..t.find("</text>").unwrap()])
-        })
-        .collect();
+    let drawn = drawn_texts(&dom);
     assert!(drawn.iter().any(|t| t.contains("&lt;…&gt;") || t.contains("<…>")), "no drawn frame has a folded generic");
 }
