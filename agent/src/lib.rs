@@ -3,6 +3,7 @@
 //! The data flows one way (see DESIGN.md): `collect` (aya, kernel maps) -> `profile`
 //! (the canonical in-memory [`profile::Profile`]) -> `symbolize` -> `attribute` -> `render`.
 
+pub mod attach;
 pub mod attribute;
 pub mod commands;
 pub mod collect;
@@ -12,6 +13,8 @@ pub mod output;
 pub mod proc_maps;
 pub mod profile;
 pub mod render;
+pub mod report;
+pub mod runs;
 pub mod symbolize;
 pub mod target;
 pub mod unwind;

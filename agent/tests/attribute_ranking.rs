@@ -137,7 +137,7 @@ fn writes_ranking_md_and_json() {
 fn bench_rankings_use_wrk_requests_and_the_measured_bound() {
     use std::io::Read;
     let data = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/attribute/recorded");
-    let results: bench::results::BenchResults =
+    let results: profiler::runs::BenchResults =
         serde_json::from_slice(&std::fs::read(data.join("all.results.json")).unwrap()).unwrap();
     let out = tempfile::tempdir().unwrap();
     for t in ["json", "db", "deals-create"] {

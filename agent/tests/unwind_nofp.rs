@@ -85,7 +85,7 @@ fn profile_dir() -> PathBuf {
 
 /// The frame-pointer build of target-app that `cargo build --release --workspace` made.
 fn fp_binary() -> PathBuf {
-    let app = Path::new(env!("CARGO_BIN_EXE_profiler")).with_file_name("target-app");
+    let app = profile_dir().join("target-app");
     assert!(app.is_file(), "{} missing: cargo build --release -p target-app", app.display());
     app
 }

@@ -37,8 +37,9 @@ impl Drop for App {
 }
 
 fn start_app(db_url: &str, costs: &str) -> App {
-    let profiler = env!("CARGO_BIN_EXE_profiler");
-    let app = Path::new(profiler).with_file_name("target-app");
+    // target/<profile>/deps/<this test> -> target/<profile>/target-app
+    let exe = std::env::current_exe().expect("current_exe");
+    let app = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>").join("target-app");
     assert!(app.is_file(), "{} missing: cargo build --release -p target-app", app.display());
     let mut child = Command::new(&app)
         .env("DATABASE_URL", db_url)

@@ -5,10 +5,13 @@
 //! - [`token`]: HS256 access tokens and every invalid variant the contract lists.
 //! - [`conformance`]: the conformance suite (library; binary `conformance`).
 //! - [`validate`]: measured gains of target-app's switches (alternating runs) for `profiler bench --validate`.
+//! - [`results`]: `results.json`, whose records ([`profiler::runs`]) the profiler reads back.
+//! - [`modes`]: `profiler bench` itself (run, validate, overhead), driving the profiler library.
 
 pub mod conformance;
 pub mod docker;
 pub mod load;
+pub mod modes;
 pub mod overhead;
 pub mod procstat;
 pub mod results;

@@ -6,80 +6,16 @@
 //! (`WRK_JSON {...}`) from wrk's `done` hook. Every socket error and every non-2xx/3xx
 //! response is counted and returned, never averaged away.
 
-use std::fmt;
 use std::path::Path;
 use std::process::Command;
-use std::str::FromStr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use profiler::runs::{Latency, SocketErrors, Test, WrkResult};
+
 /// The wrk script shared by all five tests (selected with `CRM_TEST`).
 pub const WRK_SCRIPT: &str = include_str!("../lua/crm.lua");
-
-/// One test of the benchmark, named as in SPEC.md and on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Test {
-    /// `GET /json`: routing and the HTTP pipeline only.
-    Json,
-    /// `GET /db`: one random `world` row by primary key.
-    Db,
-    /// `GET /queries?queries=20`: 20 separate random-row queries.
-    Queries,
-    /// `GET /api/deals?page=P&per_page=20`, P cycling 1..50, authenticated.
-    DealsList,
-    /// `POST /api/deals` with a fresh title, amount and stage, authenticated.
-    DealsCreate,
-}
-
-impl Test {
-    /// All five tests in the order the benchmark runs them.
-    pub const ALL: [Test; 5] = [Test::Json, Test::Db, Test::Queries, Test::DealsList, Test::DealsCreate];
-
-    /// The name used on the command line, in file names and in `CRM_TEST`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Test::Json => "json",
-            Test::Db => "db",
-            Test::Queries => "queries",
-            Test::DealsList => "deals-list",
-            Test::DealsCreate => "deals-create",
-        }
-    }
-
-    /// The request line's method and path, as a person reads it (`GET /queries?queries=20`).
-    pub fn request(self) -> &'static str {
-        match self {
-            Test::Json => "GET /json",
-            Test::Db => "GET /db",
-            Test::Queries => "GET /queries?queries=20",
-            Test::DealsList => "GET /api/deals?page=P&per_page=20",
-            Test::DealsCreate => "POST /api/deals",
-        }
-    }
-
-    /// True when the test needs a bearer token.
-    pub fn authenticated(self) -> bool {
-        matches!(self, Test::DealsList | Test::DealsCreate)
-    }
-}
-
-impl fmt::Display for Test {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Test {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Test::ALL
-            .into_iter()
-            .find(|t| t.name() == s)
-            .ok_or_else(|| format!("unknown test `{s}` (expected one of: json, db, queries, deals-list, deals-create)"))
-    }
-}
 
 /// How to run wrk for one measured (or warm-up) run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -100,77 +36,6 @@ pub struct WrkOptions {
     pub token: Option<String>,
     /// Per-request timeout (`wrk --timeout`). Default in the benchmark: 10 s.
     pub timeout: Duration,
-}
-
-/// Socket errors of one wrk run, by kind (wrk's `summary.errors`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SocketErrors {
-    /// Connections that could not be opened.
-    pub connect: u64,
-    /// Read errors.
-    pub read: u64,
-    /// Write errors.
-    pub write: u64,
-    /// Requests that timed out (`--timeout`).
-    pub timeout: u64,
-}
-
-impl SocketErrors {
-    /// Sum of every kind.
-    pub fn total(&self) -> u64 {
-        self.connect + self.read + self.write + self.timeout
-    }
-}
-
-/// Latency of one run as wrk measured it, µs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Latency {
-    /// Fastest request, µs.
-    pub min_us: u64,
-    /// Mean, µs.
-    pub mean_us: f64,
-    /// Standard deviation, µs.
-    pub stdev_us: f64,
-    /// Median, µs.
-    pub p50_us: u64,
-    /// 75th percentile, µs.
-    pub p75_us: u64,
-    /// 90th percentile, µs.
-    pub p90_us: u64,
-    /// 99th percentile, µs.
-    pub p99_us: u64,
-    /// 99.9th percentile, µs.
-    pub p999_us: u64,
-    /// Slowest request, µs.
-    pub max_us: u64,
-}
-
-/// The result of one wrk run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WrkResult {
-    /// The test that ran.
-    pub test: Test,
-    /// Completed requests (any status).
-    pub requests: u64,
-    /// Measured length of the run, µs.
-    pub duration_us: u64,
-    /// `requests / duration`, req/s.
-    pub req_per_s: f64,
-    /// Bytes read from the app.
-    pub bytes: u64,
-    /// Socket errors by kind.
-    pub errors: SocketErrors,
-    /// Responses with a status outside 2xx/3xx.
-    pub non_2xx: u64,
-    /// Latency distribution.
-    pub latency: Latency,
-}
-
-impl WrkResult {
-    /// Requests that failed: socket errors plus non-2xx/3xx responses.
-    pub fn failed(&self) -> u64 {
-        self.errors.total() + self.non_2xx
-    }
 }
 
 /// Why a wrk run produced no result.

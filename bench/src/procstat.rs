@@ -11,20 +11,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
-/// CPU and memory of a process tree over one run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Usage {
-    /// Mean CPU use over the run, in CPUs (1.0 = one CPU busy all the time).
-    pub cpu: f64,
-    /// CPU time used during the run, ns.
-    pub cpu_ns: u64,
-    /// Highest summed resident memory seen, bytes.
-    pub peak_rss_bytes: u64,
-    /// Samples taken.
-    pub samples: u32,
-}
+pub use profiler::runs::Usage;
 
 /// Clock ticks per second for `/proc/PID/stat` times (`sysconf(_SC_CLK_TCK)`, 100 on Linux x86_64).
 pub fn clock_ticks_per_second() -> u64 {

@@ -76,7 +76,7 @@ pub fn cpu_list_len(list: &str) -> u32 {
 
 /// The bound of one bench test, from its median measured run: app and PostgreSQL CPU use
 /// against their CPU sets, wrk's connections and mean latency.
-pub fn bench_bound(test: &bench::results::TestResult, settings: &bench::results::Settings) -> Bound {
+pub fn bench_bound(test: &crate::runs::TestResult, settings: &crate::runs::Settings) -> Bound {
     let m = test.median();
     let app = (m.app.cpu, f64::from(cpu_list_len(&settings.app_cpus)));
     let db = match (&m.postgres, &settings.pg_cpus) {
@@ -95,7 +95,7 @@ pub fn bench_bound(test: &bench::results::TestResult, settings: &bench::results:
 ///
 /// # Errors
 /// The first profile that cannot be read or ranking that cannot be written, with its path.
-pub fn write_bench_rankings(results: &bench::results::BenchResults, out_dir: &Path, rules: &RuleSet) -> Result<Vec<PathBuf>, String> {
+pub fn write_bench_rankings(results: &crate::runs::BenchResults, out_dir: &Path, rules: &RuleSet) -> Result<Vec<PathBuf>, String> {
     let mut written = Vec::new();
     let mut combined = String::new();
     let _ = writeln!(combined, "# Ranking of named costs, all tests\n");

@@ -1,14 +1,6 @@
-//! The subcommands of the `profiler` binary, one module each: `Args` (clap derive) -> `run`.
-//!
-//! Commands use `anyhow` with `.context()`; `main.rs` prints [`error_line`] of the error and
-//! exits 2.
-
-pub mod attach;
-pub mod bench;
-pub mod diff;
-pub mod overhead;
-pub mod report;
-pub mod validate;
+//! How the `profiler` binary reports the errors of the library calls it makes ([`crate::attach`],
+//! [`crate::report`], [`crate::diff::run`]): they return `anyhow` errors with `.context()`;
+//! the binary prints [`error_line`] of the error and exits 2, or 0 for [`is_broken_pipe`].
 
 /// True when `err` (anywhere in its chain) is a broken pipe, e.g. stdout closed by `| head`.
 /// `main` exits 0 then, as ripgrep does.

@@ -1057,7 +1057,7 @@ fn measured_runs(dir: &Path, cpus: u32) -> Result<Vec<RunFigures>, ImportError> 
 }
 
 fn load_bench(dir: &Path) -> Result<Side, ImportError> {
-    use bench::results::{BenchResults, RESULTS_SCHEMA_VERSION};
+    use crate::runs::{BenchResults, RESULTS_SCHEMA_VERSION};
     let path = dir.join("results.json");
     let bytes = read_bounded(&path)?;
     let value: serde_json::Value =
@@ -1174,7 +1174,7 @@ fn load_bench(dir: &Path) -> Result<Side, ImportError> {
 ///
 /// # Errors
 /// What is wrong, naming the field.
-fn check_run(run: &bench::results::RunResult, field: &str, cpus: u32) -> Result<(), String> {
+fn check_run(run: &crate::runs::RunResult, field: &str, cpus: u32) -> Result<(), String> {
     let wrk = &run.wrk;
     if !(wrk.req_per_s.is_finite() && (0.0..=MAX_REQ_PER_S).contains(&wrk.req_per_s)) {
         return Err(format!("{field}.wrk.req_per_s = {} is not a throughput (0 to {MAX_REQ_PER_S:e} req/s)", number(wrk.req_per_s)));

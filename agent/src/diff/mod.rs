@@ -15,6 +15,7 @@
 
 pub mod compare;
 pub mod import;
+pub mod run;
 
 use crate::profile::folded::{self, Weight};
 use crate::profile::Profile;

@@ -14,7 +14,7 @@
 use std::fmt::Write;
 use std::path::Path;
 
-use bench::results::BenchResults;
+use crate::runs::BenchResults;
 
 use super::flamegraph::{category_colour, CATEGORY_COLOURS, HELPER_CATEGORY, OTHER_CATEGORY};
 use crate::attribute::ranking::RankedFinding;

@@ -1,6 +1,6 @@
 //! `pr-service`: a small HTTP/1.1 server (std threads, one per connection, keep-alive) whose
 //! one route parses an access-log line with a regex. It is the service of scripts/profile-pr's
-//! end-to-end test (agent/tests/profile_pr.rs): the base compiles the regex once, the head
+//! end-to-end test (cli/tests/profile_pr.rs): the base compiles the regex once, the head
 //! flips [`COMPILE_PER_REQUEST`] and compiles it on every request, the cost the profiler
 //! names `construction-per-request`.
 //!

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn data() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/diff")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../agent/tests/data/diff")
 }
 
 /// Runs `profiler diff` in the data folder; returns (exit code, diff.md, stderr).

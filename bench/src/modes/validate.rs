@@ -9,7 +9,7 @@
 //! 3. the **measured gain** of each switch on each test where it is present (all tests with
 //!    `--measure-absent`): alternating runs `all, all,-s1, all, all,-s2, ..., all` repeated
 //!    `--rounds` times on one PostgreSQL, the app restarted with the run's `CRM_COSTS` before
-//!    every run ([`bench::validate`]), written to `<out>/gains.json`.
+//!    every run ([`crate::validate`]), written to `<out>/gains.json`.
 //!
 //! Then [`score`] builds the switch × test matrix and writes `validation.json` and
 //! `validation.md`. **Present** comes from the fact table kept with the app
@@ -30,11 +30,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use bench::load::Test;
-use bench::validate::{GainOptions, GainPlan, TestGains};
+use crate::load::Test;
+use crate::validate::{GainOptions, GainPlan, TestGains};
 use serde::{Deserialize, Serialize};
 
-use super::bench::Args;
+use super::run::Args;
 
 /// The fact table `target-app/switches.toml` (which test each switch changes, and the cost id
 /// the ranking gives it), embedded at build time.
@@ -93,7 +93,7 @@ pub fn switch_table() -> Result<Vec<SwitchFact>, String> {
     parse_switch_table(SWITCHES_TOML)
 }
 
-/// The part of `ranking.json` ([`crate::attribute::Ranking`]) the validation reads: the named
+/// The part of `ranking.json` ([`profiler::attribute::Ranking`]) the validation reads: the named
 /// costs with their ids and predicted gains. Other fields are ignored.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct RankingView {
@@ -126,7 +126,7 @@ pub fn read_ranking(path: &Path) -> Result<RankingView, String> {
     serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// The measured gain of one switch on one test (from [`bench::validate::SwitchGain`]).
+/// The measured gain of one switch on one test (from [`crate::validate::SwitchGain`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Measured {
     /// Median over the rounds, percent.
@@ -524,13 +524,13 @@ pub fn run(args: Args) -> Result<u8> {
 
     // Phase 3's plan first, to state the time up front.
     let plans = gain_plans(&table, &switches, &tests, args.measure_absent);
-    let bench_opts = super::bench::options(&Args { costs: "all".into(), ..args.clone() })?;
+    let bench_opts = super::run::options(&Args { costs: "all".into(), ..args.clone() })?;
     let g = GainOptions {
         rounds: args.rounds,
         duration: bench_opts.duration,
         warmup: bench_opts.warmup.min(Duration::from_secs(GAIN_WARMUP_MAX_S)),
     };
-    let gain_time = bench::validate::expected_duration(&plans, &g);
+    let gain_time = crate::validate::expected_duration(&plans, &g);
     eprintln!(
         "validate: {} switch(es) x {} test(s); gain runs about {:.0} min after the two profiled bench runs ({} tests each)",
         switches.len(),
@@ -544,24 +544,24 @@ pub fn run(args: Args) -> Result<u8> {
     for costs in ["all", "none"] {
         eprintln!("validate: profiler bench with CRM_COSTS={costs} into {}", out.join(costs).display());
         let bench_args = Args { validate: false, costs: costs.into(), out: Some(out.join(costs)), no_profile: false, skip_build, ..args.clone() };
-        exit = exit.max(super::bench::run(bench_args).with_context(|| format!("the CRM_COSTS={costs} bench run"))?);
+        exit = exit.max(super::run::run(bench_args).with_context(|| format!("the CRM_COSTS={costs} bench run"))?);
         skip_build = true;
     }
 
     // Phase 3: measured gains.
-    let progress = super::bench::StderrProgress::default();
+    let progress = super::run::StderrProgress::default();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the async runtime")?;
     let gains: Vec<TestGains> = runtime.block_on(async {
-        let mut env = bench::run::Environment::start(&bench_opts, &progress).await?;
+        let mut env = crate::run::Environment::start(&bench_opts, &progress).await?;
         let outcome = tokio::select! {
-            r = bench::validate::measure_gains(&mut env, &bench_opts, &plans, &g, &progress) => r.map_err(anyhow::Error::from),
-            _ = super::bench::stop_signal() => Err(anyhow::anyhow!(crate::collect::INTERRUPTED)),
+            r = crate::validate::measure_gains(&mut env, &bench_opts, &plans, &g, &progress) => r.map_err(anyhow::Error::from),
+            _ = super::run::stop_signal() => Err(anyhow::anyhow!(profiler::collect::INTERRUPTED)),
         };
         env.shutdown().await;
         outcome
     })?;
     let gains_path = out.join("gains.json");
-    crate::output::write_bytes_replacing(&gains_path, serde_json::to_string_pretty(&gains)? + "\n").with_context(|| format!("writing {}", gains_path.display()))?;
+    profiler::output::write_bytes_replacing(&gains_path, serde_json::to_string_pretty(&gains)? + "\n").with_context(|| format!("writing {}", gains_path.display()))?;
 
     // Scoring.
     let mut missing = Vec::new();
@@ -597,9 +597,9 @@ pub fn run(args: Args) -> Result<u8> {
         gain_failed_requests: gain_failed,
     };
     let json_path = out.join("validation.json");
-    crate::output::write_bytes_replacing(&json_path, serde_json::to_string_pretty(&v)? + "\n").with_context(|| format!("writing {}", json_path.display()))?;
+    profiler::output::write_bytes_replacing(&json_path, serde_json::to_string_pretty(&v)? + "\n").with_context(|| format!("writing {}", json_path.display()))?;
     let md = render_markdown(&v);
-    crate::output::write_bytes_replacing(out.join("validation.md"), &md).with_context(|| format!("writing {}", out.join("validation.md").display()))?;
+    profiler::output::write_bytes_replacing(out.join("validation.md"), &md).with_context(|| format!("writing {}", out.join("validation.md").display()))?;
     println!(
         "validation: precision {} ({} of {} reports), recall {} ({} of {} present rows), mean absolute error {} ({} rows); wrote {}",
         opt_ratio(v.precision),

@@ -2,6 +2,7 @@
 //! for 2 s, the rendered files are written, the folded stacks give the known shares; bad
 //! targets give one clear error line and exit status 2.
 
+#[path = "../../agent/tests/attach_support/mod.rs"]
 mod attach_support;
 
 use std::process::Command;

@@ -1,8 +1,9 @@
 //! The `profiler` binary: argument parsing, logging set-up and error printing only.
 //!
-//! Every subcommand lives in [`profiler::commands`]; this file only dispatches. Errors print
-//! their chain on one line, `profiler: error: ` + [`commands::error_line`] (each cause once),
-//! and exit with status 2; a broken pipe on stdout (`profiler report ... | head`) exits 0, as
+//! One args module per subcommand turns its clap `Args` into the library's `Options`
+//! ([`profiler::attach`], [`profiler::report`], [`profiler::diff::run`]); `bench` takes
+//! [`bench::modes::run::Args`] as they are. Errors print their chain on one line,
+//! `profiler: error: ` + [`commands::error_line`] (each cause once), and exit with status 2; a broken pipe on stdout (`profiler report ... | head`) exits 0, as
 //! ripgrep does.
 
 use std::io::IsTerminal;
@@ -10,6 +11,10 @@ use std::process::ExitCode;
 
 use clap::{ArgAction, Parser, Subcommand};
 use profiler::commands;
+
+mod attach;
+mod diff;
+mod report;
 
 /// A Linux eBPF profiler for the request pipelines of web services.
 #[derive(Debug, Parser)]
@@ -23,27 +28,27 @@ struct Cli {
     command: Command,
 }
 
-/// The subcommands. Each is `Args -> commands::<name>::run`.
+/// The subcommands: `Args -> Options -> <library>::run`.
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Profile a running process, cgroup or container (on-CPU, off-CPU, syscalls).
-    Attach(commands::attach::Args),
+    Attach(attach::Args),
     /// Re-render a recorded profile (flamegraphs, folded stacks, pprof, syscalls, summary).
-    Report(commands::report::Args),
+    Report(report::Args),
     /// Run the bundled CRM benchmark with the agent attached (the main job).
-    Bench(commands::bench::Args),
+    Bench(bench::modes::run::Args),
     /// Compare two runs (bench or attach outputs, profiles): regression triage for pull requests.
-    Diff(commands::diff::Args),
+    Diff(diff::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
     let result = match cli.command {
-        Command::Attach(args) => commands::attach::run(args).map(|()| 0),
-        Command::Report(args) => commands::report::run(args).map(|()| 0),
-        Command::Bench(args) => commands::bench::run(args),
-        Command::Diff(args) => commands::diff::run(args),
+        Command::Attach(args) => profiler::attach::run(&args.into()).map(|()| 0),
+        Command::Report(args) => profiler::report::run(&args.into()).map(|()| 0),
+        Command::Bench(args) => bench::modes::run::run(args),
+        Command::Diff(args) => profiler::diff::run::run(&args.into()),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 use profiler::profile::{json, Profile};
 
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/profile/small.json")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../agent/tests/data/profile/small.json")
 }
 
 fn profiler(args: &[&std::ffi::OsStr]) -> Output {
@@ -97,7 +97,7 @@ fn report_renders_every_file_with_hand_computed_numbers() {
     let mut original = json::read(&fixture()).unwrap();
     original.schema_version = profiler::profile::SCHEMA_VERSION;
     assert_eq!(json::read(&out_dir.join("profile.json")).unwrap(), original);
-    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/folded");
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("../agent/tests/data/folded");
     assert_eq!(
         std::fs::read_to_string(out_dir.join("stacks.folded")).unwrap(),
         std::fs::read_to_string(golden.join("small.stacks.folded")).unwrap()

@@ -17,20 +17,16 @@ use anyhow::Context;
 
 use crate::{profile, render};
 
-/// Arguments of `profiler report`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct Args {
-    /// The `profile.json` to render (written by `profiler attach` or `profiler bench`).
+/// What `profiler report` renders and where (the command line's arguments, parsed).
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The `profile.json` to render.
     pub profile: PathBuf,
-    /// Directory for the rendered files; created when missing. Default: the profile's directory.
-    #[arg(long, short)]
+    /// Directory for the rendered files, created when missing; `None`: the profile's directory.
     pub out: Option<PathBuf>,
-    /// Extra attribution rules (TOML) added to the built-in catalog, as for `profiler attach`;
-    /// with them the ranking is made anew even when the directory has one.
-    #[arg(long)]
+    /// Rule files added to the built-in catalog; when any is given the ranking is made anew.
     pub rules: Vec<PathBuf>,
-    /// Draw the full demangled Rust names in flamegraph frames (default: short names).
-    #[arg(long)]
+    /// Full demangled names in flamegraph frames instead of short ones.
     pub full_frame_names: bool,
 }
 
@@ -40,31 +36,31 @@ pub struct Args {
 /// When the profile cannot be read or is not a valid `profile.json` of a supported schema,
 /// or holds values no run could have ([`crate::diff::import::check_counts`]), or when the
 /// output directory or a file in it cannot be written. A broken pipe on stdout
-/// is returned as an `io::Error` of kind `BrokenPipe` (main exits 0 for it).
-pub fn run(args: Args) -> anyhow::Result<()> {
-    let rules = crate::attribute::RuleSet::builtin_with_files(&args.rules).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let profile = profile::json::read(&args.profile).context("cannot read the profile")?;
+/// is returned as an `io::Error` of kind `BrokenPipe` (the binary exits 0 for it).
+pub fn run(opts: &Options) -> anyhow::Result<()> {
+    let rules = crate::attribute::RuleSet::builtin_with_files(&opts.rules).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let profile = profile::json::read(&opts.profile).context("cannot read the profile")?;
     // The same checks as `profiler diff` makes of a profile.json (a frequency of 0 Hz, counts
     // that overflow or no run could have): one line naming the field, not a report of nonsense.
     crate::diff::import::check_counts(&profile, crate::diff::import::InputKind::ProfileJson)
-        .map_err(|e| anyhow::anyhow!("cannot read the profile: {}: {e}", args.profile.display()))?;
-    let out = match args.out {
-        Some(out) => out,
-        None => match args.profile.parent() {
+        .map_err(|e| anyhow::anyhow!("cannot read the profile: {}: {e}", opts.profile.display()))?;
+    let out = match &opts.out {
+        Some(out) => out.clone(),
+        None => match opts.profile.parent() {
             Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
             _ => PathBuf::from("."),
         },
     };
     let render_opts = render::Options {
         rules: Some(&rules),
-        flamegraph: render::flamegraph::Options { short_names: !args.full_frame_names, ..Default::default() },
+        flamegraph: render::flamegraph::Options { short_names: !opts.full_frame_names, ..Default::default() },
     };
     let written = render::write_all_with(&profile, &out, &render_opts)
         .with_context(|| format!("cannot render into {}", out.display()))?;
     for path in &written {
         tracing::info!(path = %path.display(), "wrote");
     }
-    let kept = if args.rules.is_empty() {
+    let kept = if opts.rules.is_empty() {
         std::fs::read(out.join("ranking.json")).ok().and_then(|b| serde_json::from_slice::<crate::attribute::Ranking>(&b).ok())
     } else {
         None

@@ -1,7 +1,7 @@
 //! `profiler bench --overhead`: the agent's cost on target-app, by alternating runs.
 //!
 //! Per test and per agent mode ([`AgentMode`]), `--pairs` pairs of wrk runs: without the agent
-//! (A), then with the agent attached in that mode (B); see [`bench::overhead`]. Writes
+//! (A), then with the agent attached in that mode (B); see [`crate::overhead`]. Writes
 //! `overhead.json` (`{"rows":[{"test","mode","ratio_median","ratio_min","ratio_max","pairs",
 //! ...}], "footprint":[...], ...}`, ratio = attached req/s / unattached req/s of the same pair)
 //! and `overhead.md` into `--out`, and prints the table. The footprint rows summarize the
@@ -11,12 +11,12 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
-use bench::overhead::{median, Mode, OverheadResults};
-use bench::run::{BenchOptions, ProfileHook};
+use crate::overhead::{median, Mode, OverheadResults};
+use crate::run::{BenchOptions, ProfileHook};
 use serde::{Deserialize, Serialize};
 
-use crate::collect;
-use crate::profile::Profile;
+use profiler::collect;
+use profiler::profile::Profile;
 
 /// What the agent collects in one overhead mode. Every mode samples on-CPU stacks at the
 /// `--frequency` with the default unwinding (`--unwind auto`).
@@ -69,7 +69,7 @@ impl AgentMode {
 }
 
 /// The agent's footprint in one attached run (`footprint.json` beside its `profile.json`),
-/// from [`crate::profile::Footprint`] plus what happens after the collection.
+/// from [`profiler::profile::Footprint`] plus what happens after the collection.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunFootprint {
     /// From loading the BPF objects until every program was attached, ms.
@@ -78,7 +78,7 @@ pub struct RunFootprint {
     /// bench this includes the harness's threads (wrk, `/proc` readings).
     pub cpu_pct_of_one_cpu: f64,
     /// CPU of the agent's own threads while attached (collection and drain threads), % of one
-    /// CPU over the run ([`crate::profile::Footprint::threads_cpu_ns`]).
+    /// CPU over the run ([`profiler::profile::Footprint::threads_cpu_ns`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads_cpu_pct_of_one_cpu: Option<f64>,
     /// Length of the run, s.
@@ -125,7 +125,7 @@ impl RunFootprint {
     /// Writes `footprint.json` into `dir`.
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
         let json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
-        crate::output::write_bytes_replacing(dir.join("footprint.json"), json + "\n")
+        profiler::output::write_bytes_replacing(dir.join("footprint.json"), json + "\n")
     }
 }
 
@@ -162,7 +162,7 @@ pub struct ModeFootprint {
     pub bpf_pct_median: Option<f64>,
 }
 
-/// `overhead.json`: the rows of [`bench::overhead`] and the agent's footprint per mode.
+/// `overhead.json`: the rows of [`crate::overhead`] and the agent's footprint per mode.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct OverheadReport {
     /// Measurements, settings and machine.
@@ -252,7 +252,7 @@ pub fn run(
     opts: &BenchOptions,
     pairs: u32,
     runtime: &tokio::runtime::Runtime,
-    progress: &dyn bench::run::Progress,
+    progress: &dyn crate::run::Progress,
     make_hook: impl Fn(AgentMode) -> Box<dyn ProfileHook>,
 ) -> Result<OverheadReport> {
     let hooks: Vec<(AgentMode, Box<dyn ProfileHook>)> =
@@ -267,15 +267,15 @@ pub fn run(
     let results = Arc::new(Mutex::new(OverheadResults::default()));
     let outcome = runtime.block_on(async {
         tokio::select! {
-            r = bench::overhead::run(opts, &modes, pairs, progress, results.clone()) => r.map_err(anyhow::Error::from),
-            _ = super::bench::stop_signal() => Err(anyhow::anyhow!(crate::collect::INTERRUPTED)),
+            r = crate::overhead::run(opts, &modes, pairs, progress, results.clone()) => r.map_err(anyhow::Error::from),
+            _ = super::run::stop_signal() => Err(anyhow::anyhow!(profiler::collect::INTERRUPTED)),
         }
     });
     if outcome.is_err() && opts.docker {
         let name = opts.name.clone();
         runtime.block_on(async move {
-            if let Ok(d) = bench::docker::connect().await {
-                let _ = bench::docker::remove_own_container(&d, &name).await;
+            if let Ok(d) = crate::docker::connect().await {
+                let _ = crate::docker::remove_own_container(&d, &name).await;
             }
         });
     }
@@ -295,11 +295,11 @@ pub fn run(
             .with_context(|| format!("creating {}", opts.out_dir.display()))?;
         let json = serde_json::to_string_pretty(&report).context("serializing overhead.json")?;
         let path = opts.out_dir.join("overhead.json");
-        crate::output::write_bytes_replacing(&path, json + "\n")
+        profiler::output::write_bytes_replacing(&path, json + "\n")
             .with_context(|| format!("writing {}", path.display()))?;
         let md = report.markdown();
         let path = opts.out_dir.join("overhead.md");
-        crate::output::write_bytes_replacing(&path, &md).with_context(|| format!("writing {}", path.display()))?;
+        profiler::output::write_bytes_replacing(&path, &md).with_context(|| format!("writing {}", path.display()))?;
         print!("{md}");
         eprintln!(
             "bench: wrote {}",

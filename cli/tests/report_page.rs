@@ -13,7 +13,7 @@ use profiler::attribute::{write_ranking, Bound, RankingOptions, RuleSet};
 use profiler::profile::Profile;
 
 fn load(name: &str) -> Profile {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/attribute/recorded").join(format!("{name}.profile.json.gz"));
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../agent/tests/data/attribute/recorded").join(format!("{name}.profile.json.gz"));
     let mut bytes = Vec::new();
     flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap()).read_to_end(&mut bytes).unwrap();
     profiler::profile::json::from_slice(&bytes, &path).unwrap()
@@ -218,7 +218,7 @@ fn the_flamegraph_draws_short_names_and_searches_full_ones() {
 /// `all,-double-json-parse` on deals-create; see diff_golden.rs), its page in the browser.
 #[test]
 fn the_diff_page_shows_the_verdict_first_and_the_differential_graphs() {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/diff");
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../agent/tests/data/diff");
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_profiler"))
         .current_dir(&data)

@@ -8,7 +8,7 @@ use std::io::Read;
 use std::path::PathBuf;
 
 use bench::load::Test;
-use profiler::commands::validate::{
+use bench::modes::validate::{
     gain_plans, parse_switch_table, render_markdown, score, select_switches, switch_table, Measured, RankingView, ScoreInput,
 };
 
@@ -187,7 +187,7 @@ fn table_errors_and_selection() {
 /// target-app (`all`, /db), serialize it as write_ranking does, read it back.
 #[test]
 fn reads_a_real_ranking_json() {
-    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/attribute/recorded");
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../agent/tests/data/attribute/recorded");
     let path = data.join("all-db.profile.json.gz");
     let mut bytes = Vec::new();
     flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap()).read_to_end(&mut bytes).unwrap();
@@ -197,7 +197,7 @@ fn reads_a_real_ranking_json() {
     let dir = tempfile::tempdir().unwrap();
     let r = profiler::attribute::write_ranking(&profile, Some(50_000), profiler::attribute::Bound::Unknown, &opts, dir.path()).unwrap();
     assert!(!r.costs.is_empty(), "the recorded all-db profile has named costs");
-    let view = profiler::commands::validate::read_ranking(&dir.path().join("ranking.json")).unwrap();
+    let view = bench::modes::validate::read_ranking(&dir.path().join("ranking.json")).unwrap();
     let ids: Vec<&str> = view.costs.iter().map(|c| c.id.as_str()).collect();
     let want: Vec<&str> = r.costs.iter().map(|c| c.finding.id.as_str()).collect();
     assert_eq!(ids, want);
@@ -208,7 +208,7 @@ fn reads_a_real_ranking_json() {
             (a, b) => assert_eq!(a, b),
         }
     }
-    let e = profiler::commands::validate::read_ranking(&dir.path().join("nope.json")).unwrap_err();
+    let e = bench::modes::validate::read_ranking(&dir.path().join("nope.json")).unwrap_err();
     assert!(e.contains("nope.json"), "{e}");
 }
 

@@ -24,89 +24,38 @@ use crate::collect::{self, StopReason};
 use crate::target::Target;
 use crate::{render, symbolize};
 
-/// Arguments of `profiler attach`. Exactly one of `--pid`, `--cgroup`, `--container`.
-#[derive(Debug, Clone, clap::Args)]
-#[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "cgroup", "container"])))]
-pub struct Args {
-    /// Profile this process (host pid), all of its threads.
-    #[arg(long)]
-    pub pid: Option<u32>,
-    /// Profile this cgroup v2 directory and its descendants: absolute
-    /// (`/sys/fs/cgroup/unified/system.slice/x.service`) or relative to the cgroup2 mount.
-    #[arg(long)]
-    pub cgroup: Option<PathBuf>,
-    /// Profile this Docker container (name or id).
-    #[arg(long)]
-    pub container: Option<String>,
-    /// Length of the collection, s; 0 runs until Ctrl-C or until the target exits.
-    #[arg(long, default_value_t = 30)]
+/// What `profiler attach` collects, from what, and where it writes (the command line's
+/// arguments, parsed; the binary gives the defaults).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The process, cgroup or container profiled.
+    pub target: Target,
+    /// Seconds of collection; 0: until Ctrl-C or the target's exit.
     pub duration: u64,
-    /// On-CPU samples per second per CPU, Hz.
-    #[arg(long, default_value_t = 99)]
+    /// On-CPU sampling frequency per CPU, Hz (1..=10000).
     pub frequency: u64,
-    /// Off-CPU waits shorter than this are not recorded, µs.
-    #[arg(long, default_value_t = 1)]
+    /// Shortest off-CPU wait recorded, µs.
     pub offcpu_min_block_us: u64,
-    /// Do not record off-CPU waits (the most expensive part on loads that switch context
-    /// very often; see agent-ebpf/README.md for measured costs).
-    #[arg(long)]
+    /// No off-CPU recording.
     pub no_offcpu: bool,
-    /// Do not count syscalls.
-    #[arg(long)]
+    /// No syscall counting.
     pub no_syscalls: bool,
-    /// Share of the run the syscall counters are attached, percent: a window at the start of
-    /// every second. While attached, every syscall of the host takes the kernel's slow path
-    /// (on a 400,000-syscalls/s web load, 15-20% of its throughput), so by default they
-    /// count a quarter of the time and the report scales the counts to the run (marked as
-    /// estimates). 100 counts every call.
-    #[arg(long, default_value_t = collect::DEFAULT_SYSCALL_DUTY_PCT, value_parser = clap::value_parser!(u32).range(1..=100))]
+    /// Percent of each second the syscall counters are attached (1..=100).
     pub syscalls_duty: u32,
-    /// How user stacks are unwound: `auto` (a copy of the user stack unwound with the
-    /// binaries' `.eh_frame`, frame pointers where there is no CFI), `fp` (frame pointers,
-    /// walked in the kernel: cheapest, but stacks stop in code built without them, such as
-    /// Debian's glibc) or `dwarf` (CFI only).
-    #[arg(long, default_value = "auto")]
+    /// The user-stack unwinder.
     pub unwind: collect::Unwind,
-    /// Do not capture PostgreSQL and HTTP/1 traffic heads (round trips, statement shapes,
-    /// requests per endpoint).
-    #[arg(long)]
+    /// No capture of PostgreSQL and HTTP/1 traffic heads.
     pub no_wire: bool,
-    /// TCP port of the database server: sockets whose peer has this port are decoded as
-    /// PostgreSQL. Connections on other ports are recognised by their first bytes; this only
-    /// overrides that.
-    #[arg(long, default_value_t = 5432)]
+    /// Peer port decoded as PostgreSQL.
     pub db_port: u16,
-    /// A PostgreSQL connection string of the target's database
-    /// (`postgres://user:password@127.0.0.1:5432/db`): its `pg_stat_activity` is polled
-    /// during the run, so that statements the target prepared before the attach get their
-    /// text, one row per statement across connections. The role must see the target's
-    /// sessions (the same role, or `pg_read_all_stats`).
-    #[arg(long, env = "PROFILER_DB_URL", hide_env_values = true)]
+    /// Connection string whose `pg_stat_activity` is polled for statement texts.
     pub db_url: Option<String>,
-    /// Extra attribution rules (TOML) added to the built-in catalog for `ranking.md`; a layer
-    /// of the same name replaces the built-in one. Errors name the file and line.
-    #[arg(long)]
+    /// Rule files added to the built-in catalog.
     pub rules: Vec<PathBuf>,
-    /// Draw the full demangled Rust names in flamegraph frames. By default frames show short
-    /// names (module path and name, generics folded to `<…>`) and the full name is in each
-    /// frame's tooltip and search; the folded files always keep the full names.
-    #[arg(long)]
+    /// Full demangled names in flamegraph frames instead of short ones.
     pub full_frame_names: bool,
-    /// Output directory, created when missing. Default is `reports/<UTC timestamp>-<target>/`.
-    #[arg(long, short)]
+    /// Output directory; `None`: `reports/<UTC timestamp>-<target>/`.
     pub out: Option<PathBuf>,
-}
-
-impl Args {
-    fn target(&self) -> Target {
-        match (&self.pid, &self.cgroup, &self.container) {
-            (Some(pid), _, _) => Target::Pid(*pid),
-            (_, Some(path), _) => Target::Cgroup(path.clone()),
-            (_, _, Some(name)) => Target::Container(name.clone()),
-            // clap's required group guarantees one of them.
-            (None, None, None) => unreachable!("clap requires a target"),
-        }
-    }
 }
 
 /// A file-name-safe slug of the target: `pid-1234`, `container-navree`, `cgroup-x.service`.
@@ -128,15 +77,15 @@ fn slug(target: &Target) -> String {
 /// When the target cannot be resolved (unknown pid, cgroup or container: the error lists
 /// the running containers), the programs cannot be loaded (not root, no BTF, verifier), or
 /// the output cannot be written.
-pub fn run(args: Args) -> anyhow::Result<()> {
+pub fn run(opts: &Options) -> anyhow::Result<()> {
     let command_started = Instant::now();
-    if args.frequency == 0 || args.frequency > 10_000 {
-        bail!("--frequency must be between 1 and 10000 Hz, got {}", args.frequency);
+    if opts.frequency == 0 || opts.frequency > 10_000 {
+        bail!("--frequency must be between 1 and 10000 Hz, got {}", opts.frequency);
     }
-    let target = args.target();
+    let target = opts.target.clone();
     // Read the rules before attaching: a bad rules file is reported before anything runs.
-    let rules = crate::attribute::RuleSet::builtin_with_files(&args.rules).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let out = args.out.clone().unwrap_or_else(|| {
+    let rules = crate::attribute::RuleSet::builtin_with_files(&opts.rules).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let out = opts.out.clone().unwrap_or_else(|| {
         PathBuf::from("reports").join(format!("{}-{}", chrono::Utc::now().format("%Y%m%dT%H%M%SZ"), slug(&target)))
     });
     let mut resolved = target.resolve().with_context(|| format!("cannot resolve {target}"))?;
@@ -161,23 +110,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 
     let options = collect::Options {
-        frequency_hz: args.frequency,
-        offcpu: !args.no_offcpu,
-        offcpu_min_block_ns: args.offcpu_min_block_us.saturating_mul(1_000),
-        syscalls: !args.no_syscalls,
-        syscalls_duty_pct: args.syscalls_duty,
-        unwind: args.unwind,
-        wire: !args.no_wire,
-        db_port: args.db_port,
-        db_url: args.db_url.clone(),
+        frequency_hz: opts.frequency,
+        offcpu: !opts.no_offcpu,
+        offcpu_min_block_ns: opts.offcpu_min_block_us.saturating_mul(1_000),
+        syscalls: !opts.no_syscalls,
+        syscalls_duty_pct: opts.syscalls_duty,
+        unwind: opts.unwind,
+        wire: !opts.no_wire,
+        db_port: opts.db_port,
+        db_url: opts.db_url.clone(),
         ..Default::default()
     };
-    let unbounded = args.duration == 0;
-    let duration = if unbounded { Duration::from_secs(u64::MAX / 4) } else { Duration::from_secs(args.duration) };
+    let unbounded = opts.duration == 0;
+    let duration = if unbounded { Duration::from_secs(u64::MAX / 4) } else { Duration::from_secs(opts.duration) };
     let progress = if unbounded {
         indicatif::ProgressBar::new_spinner()
     } else {
-        indicatif::ProgressBar::new(args.duration)
+        indicatif::ProgressBar::new(opts.duration)
     };
     progress.set_style(
         indicatif::ProgressStyle::with_template(if unbounded {
@@ -213,7 +162,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     crate::memory::release_free();
     let render_opts = render::Options {
         rules: Some(&rules),
-        flamegraph: render::flamegraph::Options { short_names: !args.full_frame_names, ..Default::default() },
+        flamegraph: render::flamegraph::Options { short_names: !opts.full_frame_names, ..Default::default() },
     };
     let written = render::write_all_with(&profile, &out, &render_opts).with_context(|| format!("cannot write into {}", out.display()))?;
     for path in &written {

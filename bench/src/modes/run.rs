@@ -2,7 +2,7 @@
 //!
 //! Builds target-app (unless `--skip-build`) and its image, starts a throwaway PostgreSQL
 //! and the app, runs the conformance gate, then per test a warm-up, `--runs` measured runs and
-//! one profiled run (see [`bench::run`]). Writes `results.json`, one folder per test with the
+//! one profiled run (see [`crate::run`]). Writes `results.json`, one folder per test with the
 //! attach outputs, and `index.html` into `--out`, and prints the summary table. Exit status: 0
 //! when every run was clean, 1 when any request failed, 2 on error.
 
@@ -13,15 +13,15 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use bench::load::Test;
-use bench::results::BenchResults;
-use bench::run::{AppTarget, BenchOptions, ProfileHook, ProfileSession, Progress};
+use crate::load::Test;
+use crate::results::BenchResults;
+use crate::run::{AppTarget, BenchOptions, ProfileHook, ProfileSession, Progress};
 use clap::Parser;
 
-use crate::collect;
-use crate::render;
-use crate::symbolize;
-use crate::target::Target;
+use profiler::collect;
+use profiler::render;
+use profiler::symbolize;
+use profiler::target::Target;
 
 /// Arguments of `profiler bench`.
 #[derive(Debug, Clone, Parser)]
@@ -98,7 +98,7 @@ pub struct Args {
     #[arg(long)]
     pub rules: Vec<PathBuf>,
     /// Shared JWT secret of the app and the load scripts.
-    #[arg(long, default_value = bench::DEFAULT_JWT_SECRET)]
+    #[arg(long, default_value = crate::DEFAULT_JWT_SECRET)]
     pub jwt_secret: String,
     /// Validate the ranking against target-app's switches instead (`validation.md`,
     /// `validation.json`; see docs/bench.md): a profiled bench run with `CRM_COSTS=all` and one
@@ -193,7 +193,7 @@ impl Drop for AgentSession {
 /// Attaches the agent (on-CPU, off-CPU, syscalls) to the app for each profiled run.
 struct AgentHook {
     frequency_hz: u64,
-    rules: Arc<crate::attribute::RuleSet>,
+    rules: Arc<profiler::attribute::RuleSet>,
     /// Which tracers run (`--overhead` measures each mode; the profiled run has everything).
     mode: super::overhead::AgentMode,
     /// Also count library calls and lock acquisitions with uprobes (`counters.json`): on for
@@ -243,9 +243,9 @@ impl ProfileHook for AgentHook {
                     let exe = PathBuf::from(format!("/proc/{pid}/exe"));
                     // The app's own crate, for the lock counters: Cargo names a binary crate
                     // like its executable.
-                    let crates: Vec<String> = std::fs::read_link(&exe).ok().and_then(|p| crate::attribute::locks::crate_of_executable(&p)).into_iter().collect();
-                    let specs = crate::attribute::counters::default_specs(&exe, &crates);
-                    crate::attribute::counters::Counters::open_specs(&exe, cg, &specs)
+                    let crates: Vec<String> = std::fs::read_link(&exe).ok().and_then(|p| profiler::attribute::locks::crate_of_executable(&p)).into_iter().collect();
+                    let specs = profiler::attribute::counters::default_specs(&exe, &crates);
+                    profiler::attribute::counters::Counters::open_specs(&exe, cg, &specs)
                         .map_err(|e| tracing::warn!("no call counters: {e}"))
                         .ok()
                 }
@@ -274,8 +274,8 @@ impl ProfileHook for AgentHook {
             drop(counters);
             let profile = symbolize::symbolize(raw);
             // The symbolizer's caches were dropped with it: give their heap back, so that
-            // this run's peak and the next run do not start from them (crate::memory).
-            crate::memory::release_free();
+            // this run's peak and the next run do not start from them (profiler::memory).
+            profiler::memory::release_free();
             render::write_all_with(&profile, &out, &render::Options { rules: Some(&*rules), ..Default::default() }).map_err(|e| format!("{e:#}"))?;
             if let Some(c) = &call_counts {
                 c.write(&out).map_err(|e| format!("writing counters.json: {e}"))?;
@@ -285,13 +285,13 @@ impl ProfileHook for AgentHook {
             }
             // ranking.md/json with the wire's request count (if any) and an unknown bound;
             // `attribute::write_bench_rankings` rewrites them with wrk's count and the bound.
-            let opts = crate::attribute::RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: test.name() };
-            crate::attribute::write_ranking(&profile, None, crate::attribute::Bound::Unknown, &opts, &out)
+            let opts = profiler::attribute::RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: test.name() };
+            profiler::attribute::write_ranking(&profile, None, profiler::attribute::Bound::Unknown, &opts, &out)
                 .map_err(|e| format!("writing ranking.md/json: {e}"))?;
             let samples = profile.on_cpu.iter().map(|c| c.count).sum();
             let summary = render::summary(&profile);
             drop(profile);
-            crate::memory::release_free();
+            profiler::memory::release_free();
             Ok((samples, summary))
         });
         // Wait until the programs are attached (first tick) or the thread failed.
@@ -380,7 +380,7 @@ pub(crate) fn options(args: &Args) -> Result<BenchOptions> {
     for (flag, list) in [("--app-cpus", &app_cpus), ("--load-cpus", &load_cpus), ("--pg-cpus", pg_cpus.as_ref().unwrap_or(&load_cpus))] {
         check_cpu_list(flag, list, &allowed)?;
     }
-    let threads = args.threads.unwrap_or_else(|| crate::attribute::cpu_list_len(&load_cpus));
+    let threads = args.threads.unwrap_or_else(|| profiler::attribute::cpu_list_len(&load_cpus));
     let (runs, duration, warmup) = if args.smoke { (1, 5, 2) } else { (args.runs, args.duration, args.warmup) };
     if runs == 0 || duration == 0 {
         bail!("--runs and --duration must be at least 1");
@@ -439,7 +439,7 @@ fn build_app(progress: &dyn Progress) -> Result<()> {
 
 /// The rules of a bench run: the built-in catalog, target-app's own layers (when the sources
 /// are beside this binary) and `--rules` files, in that order.
-fn bench_rules(extra: &[PathBuf]) -> Result<crate::attribute::RuleSet> {
+fn bench_rules(extra: &[PathBuf]) -> Result<profiler::attribute::RuleSet> {
     let mut files: Vec<PathBuf> = Vec::new();
     if let Some(root) = workspace_root() {
         let app_rules = root.join("target-app").join("rules.toml");
@@ -448,20 +448,20 @@ fn bench_rules(extra: &[PathBuf]) -> Result<crate::attribute::RuleSet> {
         }
     }
     files.extend(extra.iter().cloned());
-    crate::attribute::RuleSet::builtin_with_files(&files).map_err(|e| anyhow::anyhow!("{e}"))
+    profiler::attribute::RuleSet::builtin_with_files(&files).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-fn write_outputs(results: &BenchResults, out: &Path, rules: &crate::attribute::RuleSet) -> Result<()> {
+fn write_outputs(results: &BenchResults, out: &Path, rules: &profiler::attribute::RuleSet) -> Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let json = serde_json::to_string_pretty(results).context("serializing results.json")?;
-    crate::output::write_bytes_replacing(out.join("results.json"), json + "\n").with_context(|| format!("writing {}", out.join("results.json").display()))?;
+    profiler::output::write_bytes_replacing(out.join("results.json"), json + "\n").with_context(|| format!("writing {}", out.join("results.json").display()))?;
     // Rankings per test (with wrk's request count and the measured bound) and the combined
     // ranking.md; a failure here leaves the measurements intact.
-    if let Err(e) = crate::attribute::write_bench_rankings(results, out, rules) {
+    if let Err(e) = profiler::attribute::write_bench_rankings(results, out, rules) {
         eprintln!("bench: could not write the rankings: {e}");
     }
     let html = render::html::bench_page(results, out);
-    crate::output::write_bytes_replacing(out.join("index.html"), html).with_context(|| format!("writing {}", out.join("index.html").display()))?;
+    profiler::output::write_bytes_replacing(out.join("index.html"), html).with_context(|| format!("writing {}", out.join("index.html").display()))?;
     Ok(())
 }
 
@@ -505,7 +505,7 @@ pub fn run(args: Args) -> Result<u8> {
     // writes nothing); one this run created is removed again if nothing gets measured.
     let created = match args.serve {
         true => None,
-        false => Some(crate::output::prepare_dir(&opts.out_dir).with_context(|| format!("cannot write into {}", opts.out_dir.display()))?),
+        false => Some(profiler::output::prepare_dir(&opts.out_dir).with_context(|| format!("cannot write into {}", opts.out_dir.display()))?),
     };
     let progress = StderrProgress { started: Mutex::new(None) };
     if !args.skip_build && args.app_binary.is_none() {
@@ -515,7 +515,7 @@ pub fn run(args: Args) -> Result<u8> {
 
     if args.serve {
         return runtime.block_on(async {
-            let mut env = bench::run::Environment::start(&opts, &progress).await?;
+            let mut env = crate::run::Environment::start(&opts, &progress).await?;
             // The path of this very binary: `profiler` is usually not on PATH (target/release).
             let exe = std::env::current_exe().map_or_else(|_| "profiler".to_string(), |p| p.display().to_string());
             let mut attach = match &env.target.container {
@@ -551,8 +551,8 @@ pub fn run(args: Args) -> Result<u8> {
     let results = Arc::new(Mutex::new(BenchResults::default()));
     let outcome = runtime.block_on(async {
         tokio::select! {
-            r = bench::run::run(&opts, hook_ref, &progress, results.clone()) => r.map_err(anyhow::Error::from),
-            _ = stop_signal() => Err(anyhow::anyhow!(crate::collect::INTERRUPTED)),
+            r = crate::run::run(&opts, hook_ref, &progress, results.clone()) => r.map_err(anyhow::Error::from),
+            _ = stop_signal() => Err(anyhow::anyhow!(profiler::collect::INTERRUPTED)),
         }
     });
     // Whatever happened, write what was measured. On Ctrl-C the select dropped the run; stop
@@ -562,8 +562,8 @@ pub fn run(args: Args) -> Result<u8> {
         let docker = opts.docker;
         runtime.block_on(async move {
             if docker {
-                if let Ok(d) = bench::docker::connect().await {
-                    let _ = bench::docker::remove_own_container(&d, &name).await;
+                if let Ok(d) = crate::docker::connect().await {
+                    let _ = crate::docker::remove_own_container(&d, &name).await;
                 }
             }
         });
@@ -574,7 +574,7 @@ pub fn run(args: Args) -> Result<u8> {
     }
     if results.finished_at.is_empty() && !results.started_at.is_empty() {
         // The run was dropped before it could note its end (Ctrl-C).
-        results.finished_at = bench::run::now_rfc3339();
+        results.finished_at = crate::run::now_rfc3339();
     }
     let measured_anything =
         !results.tests.is_empty() || results.unfinished.is_some() || results.conformance.passed + results.conformance.failed > 0;
@@ -602,9 +602,9 @@ mod tests {
 
     #[test]
     fn cpu_lists() {
-        assert_eq!(crate::attribute::cpu_list_len("0"), 1);
-        assert_eq!(crate::attribute::cpu_list_len("1-3"), 3);
-        assert_eq!(crate::attribute::cpu_list_len("0,2-3"), 3);
+        assert_eq!(profiler::attribute::cpu_list_len("0"), 1);
+        assert_eq!(profiler::attribute::cpu_list_len("1-3"), 3);
+        assert_eq!(profiler::attribute::cpu_list_len("0,2-3"), 3);
     }
 
     #[test]

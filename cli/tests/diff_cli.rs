@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn data() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/diff")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../agent/tests/data/diff")
 }
 
 fn run(args: &[&Path], extra: &[&str]) -> (i32, String, String) {
@@ -175,7 +175,7 @@ fn bench_with(d: &Path, name: &str, edit: impl FnOnce(&mut serde_json::Value)) -
 }
 
 fn small_folded() -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/folded/small.stacks.folded")).unwrap()
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../agent/tests/data/folded/small.stacks.folded")).unwrap()
 }
 
 /// Each cause once: the error types wrote their source into their message and returned it as
@@ -239,7 +239,7 @@ fn errors_say_each_cause_once() {
 fn overflowing_counts_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let small = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/folded/small.stacks.folded");
+    let small = Path::new(env!("CARGO_MANIFEST_DIR")).join("../agent/tests/data/folded/small.stacks.folded");
     let lines = small_folded().lines().count();
 
     let big = d.join("big.folded");
@@ -378,7 +378,7 @@ fn log_lines_have_no_colour_codes_off_a_terminal() {
 fn text_inputs_are_read_as_text() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let small = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/folded/small.stacks.folded");
+    let small = Path::new(env!("CARGO_MANIFEST_DIR")).join("../agent/tests/data/folded/small.stacks.folded");
     let lines = small_folded().lines().count();
     let bin = d.join("bin.folded");
     let mut bytes = small_folded().into_bytes();

@@ -1,4 +1,4 @@
-//! `profiler diff BASE HEAD`: compares two runs and says whether HEAD regressed, and where.
+//! `profiler diff BASE HEAD` ([`run`]): compares two runs and says whether HEAD regressed, and where.
 //!
 //! Each side is a bench output folder, an attach output folder, a `profile.json`, a pprof
 //! file, `perf script` text or folded stacks ([`crate::diff::import`]). Writes `diff.md`,
@@ -10,14 +10,13 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use clap::{Parser, ValueEnum};
 
 use crate::diff::{self, compare};
 use crate::render::diff_html::{self, DiffGraphs};
 use crate::render::flamegraph::{self, FrameStyles, Widths};
 
-/// What `--format` prints to stdout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// Which file `profiler diff` prints to stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// `diff.md`.
     Md,
@@ -25,32 +24,23 @@ pub enum Format {
     Json,
 }
 
-/// Arguments of `profiler diff`.
-#[derive(Debug, Clone, Parser)]
-pub struct Args {
-    /// The base run: bench or attach output folder, profile.json, pprof, perf script or folded stacks.
+/// The two runs `profiler diff` compares, its thresholds and its outputs (the command line's
+/// arguments, parsed).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The base run (any input [`crate::diff::import::load`] reads).
     pub base: PathBuf,
-    /// The head run (same kinds as BASE).
+    /// The head run.
     pub head: PathBuf,
-    /// Write diff.md, diff.json, diff.svg (HEAD's widths), diff-base.svg (BASE's widths) and
-    /// index.html (the page showing them) into this folder; a bench with several tests gets
-    /// diff-<test>.svg and diff-base-<test>.svg per test.
-    #[arg(long)]
+    /// Folder for diff.md, diff.json, the differential flamegraphs and index.html.
     pub out: Option<PathBuf>,
-    /// Print diff.md or diff.json to stdout. Default: md when there is no --out.
-    #[arg(long, value_enum)]
+    /// The file printed to stdout; `None`: md without `out`, nothing with it.
     pub format: Option<Format>,
-    /// Exit 1 when req/s fell or CPU per request rose by more than this many percent on any
-    /// test (beyond noise when the noise is known).
-    #[arg(long, default_value_t = 5.0, value_name = "PCT")]
+    /// Regression threshold, percent (>= 0).
     pub fail_on_regression: f64,
-    /// Drift between BASE and HEAD that their own runs cannot show, percent: added to the
-    /// noise of every figure (a change must exceed the runs' spreads plus PCT% of its value).
-    #[arg(long, default_value_t = 0.0, value_name = "PCT")]
+    /// Drift added to every figure's noise, percent (>= 0).
     pub noise_floor: f64,
-    /// Extra attribution rules (TOML) for the layers, added to the built-in catalog and
-    /// target-app's own rules; used on both sides alike.
-    #[arg(long)]
+    /// Rule files added to the built-in catalog and target-app's rules.
     pub rules: Vec<PathBuf>,
 }
 
@@ -74,7 +64,7 @@ fn rules(extra: &[PathBuf]) -> Result<crate::attribute::RuleSet> {
 /// Bad options (`--fail-on-regression`, `--noise-floor`, an `--out` that is a file),
 /// unreadable, unsupported or implausible inputs, sides that cannot be compared, unwritable
 /// outputs.
-pub fn run(args: Args) -> Result<u8> {
+pub fn run(args: &Options) -> Result<u8> {
     if !(args.fail_on_regression.is_finite() && args.fail_on_regression >= 0.0) {
         anyhow::bail!("--fail-on-regression must be a percentage >= 0, got {}", args.fail_on_regression);
     }
