@@ -57,7 +57,9 @@ impl From<Args> for Options {
             format,
             fail_on_regression: a.fail_on_regression,
             noise_floor: a.noise_floor,
-            rules: a.rules,
+            // target-app's layers when its sources are beside this binary (diffs of benches),
+            // then the user's.
+            rules: bench::modes::run::target_app_rules_file().into_iter().chain(a.rules).collect(),
         }
     }
 }

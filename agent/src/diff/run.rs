@@ -7,7 +7,7 @@
 //! of them to stdout (the default without `--out` is `md`). Exit status: 0 when no test
 //! regressed beyond `--fail-on-regression`, 1 when one did, 2 on error (bad input included).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
@@ -40,21 +40,13 @@ pub struct Options {
     pub fail_on_regression: f64,
     /// Drift added to every figure's noise, percent (>= 0).
     pub noise_floor: f64,
-    /// Rule files added to the built-in catalog and target-app's rules.
+    /// Rule files added to the built-in catalog, in order; used on both sides alike.
     pub rules: Vec<PathBuf>,
 }
 
-fn workspace_root() -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?.to_path_buf();
-    root.join("Cargo.toml").is_file().then_some(root)
-}
-
-/// The rules: the built-in catalog, target-app's layers when the sources are beside this
-/// binary (as `profiler bench` uses them), then `--rules`.
-fn rules(extra: &[PathBuf]) -> Result<crate::attribute::RuleSet> {
-    let mut files: Vec<PathBuf> = workspace_root().map(|r| r.join("target-app").join("rules.toml")).filter(|p| p.is_file()).into_iter().collect();
-    files.extend(extra.iter().cloned());
-    crate::attribute::RuleSet::builtin_with_files(&files).map_err(|e| anyhow::anyhow!("{e}"))
+/// The rules: the built-in catalog, then `files` in order.
+fn rules(files: &[PathBuf]) -> Result<crate::attribute::RuleSet> {
+    crate::attribute::RuleSet::builtin_with_files(files).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// Runs `profiler diff`. Returns the exit code: 0 no regression, 1 a regression beyond the

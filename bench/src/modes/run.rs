@@ -437,16 +437,16 @@ fn build_app(progress: &dyn Progress) -> Result<()> {
     Ok(())
 }
 
-/// The rules of a bench run: the built-in catalog, target-app's own layers (when the sources
-/// are beside this binary) and `--rules` files, in that order.
+/// target-app's own layers (`target-app/rules.toml`), when the workspace's sources are beside
+/// this binary: what a bench run ranks with, besides the built-in catalog.
+pub fn target_app_rules_file() -> Option<PathBuf> {
+    workspace_root().map(|root| root.join("target-app").join("rules.toml")).filter(|p| p.is_file())
+}
+
+/// The rules of a bench run: the built-in catalog, target-app's own layers
+/// ([`target_app_rules_file`]) and `--rules` files, in that order.
 fn bench_rules(extra: &[PathBuf]) -> Result<profiler::attribute::RuleSet> {
-    let mut files: Vec<PathBuf> = Vec::new();
-    if let Some(root) = workspace_root() {
-        let app_rules = root.join("target-app").join("rules.toml");
-        if app_rules.is_file() {
-            files.push(app_rules);
-        }
-    }
+    let mut files: Vec<PathBuf> = target_app_rules_file().into_iter().collect();
     files.extend(extra.iter().cloned());
     profiler::attribute::RuleSet::builtin_with_files(&files).map_err(|e| anyhow::anyhow!("{e}"))
 }
