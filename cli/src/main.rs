@@ -33,7 +33,7 @@ struct Cli {
 enum Command {
     /// Profile a running process, cgroup or container (on-CPU, off-CPU, syscalls).
     Attach(attach::Args),
-    /// Re-render a recorded profile (flamegraphs, folded stacks, pprof, syscalls, summary).
+    /// Re-render a recorded profile (flamegraphs, folded stacks, pprof, syscalls, ranking, report page, summary).
     Report(report::Args),
     /// Run the bundled CRM benchmark with the agent attached (the main job).
     Bench(bench::modes::run::Args),
