@@ -13,7 +13,7 @@
 use std::fmt::Write;
 use std::path::Path;
 
-use super::diff_md::{change, headline, noise, num, section_word, test_title};
+use super::diff_md::{called, change, headline, noise, num, section_word, test_title, Called};
 use super::html::{escape, fmt_int, frame_code, inline, page_start, svg_height};
 use crate::diff::compare::{Diff, Normalization, Row, Section, Significance, TestDiff, Verdict};
 
@@ -31,17 +31,16 @@ pub struct DiffGraphs {
     pub base_widths: String,
 }
 
-/// What a row's change means for the reader, as a CSS class and words.
+/// A row's CSS class and the words of its verdict ([`called`]).
 fn verdict_cell(r: &Row) -> (&'static str, &'static str) {
-    match r.significance {
-        Significance::Beyond if r.is_worse() => ("worse", "worse, beyond noise"),
-        Significance::Beyond if matches!(r.section, Section::Load | Section::Cpu) || r.higher_is_better => ("better", "better, beyond noise"),
-        Significance::Beyond if r.delta > 0.0 => ("changed", "grew, beyond noise"),
-        Significance::Beyond => ("changed", "shrank, beyond noise"),
-        Significance::WithinNoise => ("", "within noise"),
-        Significance::Unknown => ("", "significance unknown"),
-        Significance::NoChange => ("", "no change"),
-    }
+    let (c, words) = called(r);
+    let class = match c {
+        Called::Worse => "worse",
+        Called::Better => "better",
+        Called::Changed => "changed",
+        Called::NotCalled => "",
+    };
+    (class, words)
 }
 
 /// A row's name cell: functions in their short form (full name on hover), other names as

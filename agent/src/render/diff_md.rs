@@ -62,15 +62,34 @@ pub(super) fn change(r: &Row) -> String {
     }
 }
 
-fn significance(r: &Row) -> &'static str {
+/// What a row's change means for a reader: worse, better or changed (beyond noise; `changed`
+/// for figures that are neither good nor bad by their sign), or not called; and its words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Called {
+    Worse,
+    Better,
+    Changed,
+    NotCalled,
+}
+
+/// The row's [`Called`] and its words (`worse, beyond noise`, `within noise`, ...).
+pub(super) fn called(r: &Row) -> (Called, &'static str) {
     match r.significance {
-        Significance::Beyond if r.is_worse() => "**worse, beyond noise**",
-        Significance::Beyond if matches!(r.section, Section::Load | Section::Cpu) || r.higher_is_better => "**better, beyond noise**",
-        Significance::Beyond if r.delta > 0.0 => "**grew, beyond noise**",
-        Significance::Beyond => "**shrank, beyond noise**",
-        Significance::WithinNoise => "within noise",
-        Significance::Unknown => "significance unknown",
-        Significance::NoChange => "no change",
+        Significance::Beyond if r.is_worse() => (Called::Worse, "worse, beyond noise"),
+        Significance::Beyond if matches!(r.section, Section::Load | Section::Cpu) || r.higher_is_better => (Called::Better, "better, beyond noise"),
+        Significance::Beyond if r.delta > 0.0 => (Called::Changed, "grew, beyond noise"),
+        Significance::Beyond => (Called::Changed, "shrank, beyond noise"),
+        Significance::WithinNoise => (Called::NotCalled, "within noise"),
+        Significance::Unknown => (Called::NotCalled, "significance unknown"),
+        Significance::NoChange => (Called::NotCalled, "no change"),
+    }
+}
+
+/// [`called`]'s words, in bold when beyond noise.
+fn significance(r: &Row) -> String {
+    match called(r) {
+        (Called::NotCalled, words) => words.to_string(),
+        (_, words) => format!("**{words}**"),
     }
 }
 
