@@ -29,9 +29,8 @@
 //!   measured in the run ([`overdispersion`]: Pearson's chi-square of the blocks' counts over
 //!   its degrees of freedom, pooled over the functions and both builds), and a difference is
 //!   allowed [`Z`] standard errors (binomial times the overdispersion), a family-wise bound
-//!   for the ~23 functions compared. Two sequential runs of 6,000 samples, held to a fixed
-//!   2 points, had failed once: `_mi_page_malloc_zero` read 6.49 % (fp) and 8.77 % (dwarf),
-//!   5.71 % and 6.24 % in the run after.
+//!   for the ~23 functions compared (the measurements behind it are in PERFORMANCE.md, "DWARF
+//!   and frame-pointer self time compared in alternating blocks").
 //! - The functions compared are user-space ones (the top 20 of either run). Kernel functions
 //!   are printed, not compared: both modes take the kernel stack from the kernel's own
 //!   unwinder (`bpf_get_stackid` / `bpf_get_stack`) and a kernel leaf is the interrupted
@@ -404,8 +403,7 @@ fn self_counts(profile: &Profile) -> SelfCounts {
 /// which the two builds' functions are compared. rustc names one function by different paths
 /// in two builds of the same source: `nm -C` lists that `Map::poll` 6 times as
 /// `futures_util::future::future::Map` (and once as `future::map::Map`) in the frame-pointer
-/// build, and 7 times as `futures_util::future::future::map::Map` in the other; compared by
-/// full name it read 0.69 % in one build and 0 in the other.
+/// build, and 7 times as `futures_util::future::future::map::Map` in the other.
 fn comparable_name(name: &str) -> String {
     static PATH: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     PATH.get_or_init(|| regex::Regex::new(r"(?:[A-Za-z_][A-Za-z0-9_]*::)+([A-Za-z_][A-Za-z0-9_]*)").unwrap()).replace_all(name, "$1").into_owned()
