@@ -76,3 +76,27 @@ fn footprint_counts_the_agent_threads_apart_from_the_rest_of_the_process() {
     assert!(others <= spun + 20_000_000, "the rest of the process ({others} ns) is more than the spinner ({spun} ns)");
     assert!(others + outside + 20_000_000 >= spun, "the rest of the process ({others} ns) misses the spinner ({spun} ns, {outside} ns of wall time outside the run)");
 }
+
+/// The footprint's per-program costs come from the kernel's BPF run statistics, which the
+/// collection turns on by itself. Ground truth: the perf timer that runs the sampling
+/// program, at 4,999 Hz on every CPU; the busy target keeps at least one CPU running all
+/// through the 3 s, so the program ran at least 4,999 x 3 s (less 10%) and at most
+/// 4,999 x CPUs x 3 s (plus 10%) times, and at least as often as it kept a sample.
+#[test]
+fn footprint_times_each_bpf_program_by_the_kernel_s_run_statistics() {
+    let (profile, _) = collect_3s();
+    let f = profile.meta.footprint.as_ref().expect("footprint");
+    eprintln!("programs: {:?}", f.programs);
+    assert_eq!(f.programs.len(), 1, "only the sampler was attached: {:?}", f.programs);
+    let p = &f.programs[0];
+    let seconds = profile.meta.duration_ns as f64 / 1e9;
+    let most = 4999.0 * profile.meta.cpus as f64 * seconds * 1.1;
+    let least = 4999.0 * seconds * 0.9;
+    assert!((least..=most).contains(&(p.runs as f64)), "{} ran {} times in {seconds:.2} s at 4,999 Hz on {} CPUs", p.program, p.runs, profile.meta.cpus);
+    let samples: u64 = profile.on_cpu.iter().map(|s| s.count).sum();
+    assert!(p.runs >= samples, "{} runs but {samples} samples kept", p.runs);
+    assert_eq!(f.bpf_run_count, Some(p.runs));
+    assert_eq!(f.bpf_run_ns, Some(p.run_time_ns));
+    let per_run = p.run_time_ns / p.runs;
+    assert!((100..200_000).contains(&per_run), "{per_run} ns per run of {}", p.program);
+}

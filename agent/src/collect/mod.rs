@@ -152,6 +152,11 @@ pub struct Options {
     /// during the run so that statements prepared before it get their text
     /// ([`pg_activity`]). Default is `None`.
     pub db_url: Option<String>,
+    /// Turn on the kernel's BPF run statistics ([`enable_run_stats`]) while attached, so
+    /// that [`Footprint::programs`] holds each program's run time. They cost two clock
+    /// reads per program run. Default is true; without the permission to turn them on
+    /// the run goes on without them.
+    pub bpf_run_stats: bool,
 }
 
 impl Default for Options {
@@ -167,6 +172,7 @@ impl Default for Options {
             wire: true,
             db_port: 5432,
             db_url: None,
+            bpf_run_stats: true,
         }
     }
 }
@@ -215,6 +221,8 @@ pub struct Collector {
     wire: Option<wire::WireCapture>,
     /// `pg_stat_activity` poller ([`Options::db_url`]).
     activity: Option<pg_activity::ActivityPoller>,
+    /// Keeps the kernel's BPF run statistics on while it is open ([`Options::bpf_run_stats`]).
+    _run_stats: Option<std::os::fd::OwnedFd>,
 }
 
 /// The on-CPU sampler of a run ([`Options::unwind`]).
@@ -352,6 +360,23 @@ pub struct ProgramStats {
     pub run_count: u64,
     /// Total time spent in the program, ns.
     pub run_time_ns: u64,
+}
+
+/// The footprint's per-program costs: one row per program name (a name attached twice
+/// is summed), most run time first, then by name.
+fn program_costs(stats: &[ProgramStats]) -> Vec<crate::profile::ProgramCost> {
+    let mut by_name: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    for p in stats {
+        let e = by_name.entry(p.program).or_default();
+        e.0 += p.run_count;
+        e.1 += p.run_time_ns;
+    }
+    let mut out: Vec<_> = by_name
+        .into_iter()
+        .map(|(program, (runs, run_time_ns))| crate::profile::ProgramCost { program: program.to_string(), runs, run_time_ns })
+        .collect();
+    out.sort_by(|a, b| b.run_time_ns.cmp(&a.run_time_ns).then_with(|| a.program.cmp(&b.program)));
+    out
 }
 
 /// Turns on the kernel's BPF run statistics (`BPF_ENABLE_STATS`, `BPF_STATS_RUN_TIME`,
@@ -501,6 +526,9 @@ impl Collector {
             None
         };
 
+        // Before anything is attached, so that every run is timed. Best effort: a kernel
+        // that refuses only leaves `Footprint::programs` empty.
+        let run_stats = if options.bpf_run_stats { enable_run_stats().ok() } else { None };
         let cpu_at_start = target.cpu_time_ns();
         let self_cpu_at_start = self_cpu_ns();
         let loop_thread = (std::thread::current().id(), current_thread_cpu_ns());
@@ -550,6 +578,7 @@ impl Collector {
             maps: Default::default(),
             wire,
             activity,
+            _run_stats: run_stats,
         };
         collector.note_processes(&target.pids()?);
         Ok(collector)
@@ -686,6 +715,7 @@ impl Collector {
             peak_rss_bytes: self_peak_rss_bytes(),
             bpf_run_ns: stats_on.then(|| stats.iter().map(|p| p.run_time_ns).sum()),
             bpf_run_count: stats_on.then(|| stats.iter().map(|p| p.run_count).sum()),
+            programs: if stats_on { program_costs(&stats) } else { Vec::new() },
         };
         // Stop recording before reading, so that the maps are consistent (the on-CPU
         // sampler detaches in its `finish`, below).

@@ -127,6 +127,25 @@ pub struct Footprint {
     /// statistics were on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bpf_run_count: Option<u64>,
+    /// Each attached BPF program's runs and run time while attached (the kernel's
+    /// `bpf_prog_info.run_cnt` / `run_time_ns`), most run time first, when run statistics
+    /// were on. Empty in profiles written before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub programs: Vec<ProgramCost>,
+}
+
+/// One BPF program's cost during a run, from the kernel's run statistics
+/// (`BPF_ENABLE_STATS` with `BPF_STATS_RUN_TIME`). The programs run in the context of
+/// whatever task hits their hook, on every process of the host for tracepoints, so
+/// `run_time_ns` is an upper bound of what the target paid.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgramCost {
+    /// Program name (`on_cpu_sample`, `on_sys_enter`, ...).
+    pub program: String,
+    /// Times the program ran.
+    pub runs: u64,
+    /// Time spent in the program over all its runs, ns.
+    pub run_time_ns: u64,
 }
 
 /// The kernel side of the wire capture during a run (`agent-ebpf` `wire.bpf.c`): what was

@@ -96,6 +96,45 @@ pub fn footprint_line(meta: &crate::profile::Meta) -> Option<String> {
     Some(line)
 }
 
+/// The agent's cost per HTTP request of the target, from the kernel's counters, in one
+/// line (`agent cost per request: ...`): the BPF programs' run time and the agent's
+/// threads' CPU, each divided by the HTTP requests the wire capture decoded (µs per
+/// request), their sum as a share of the target's CPU per request (%), and the three
+/// programs with most run time (µs per request). The BPF figure is an upper bound: the
+/// tracepoint programs run, and are timed, for every process of the host. `None` without
+/// a footprint with BPF run statistics, HTTP requests, or the target's CPU time.
+pub fn agent_cost_line(profile: &Profile) -> Option<String> {
+    let meta = &profile.meta;
+    let f = meta.footprint.as_ref()?;
+    let bpf_ns = f.bpf_run_ns?;
+    let requests = profile.wire.as_ref().map_or(0, |w| w.http.requests);
+    let target_ns = meta.target_cpu_ns?;
+    if requests == 0 || target_ns == 0 {
+        return None;
+    }
+    let n = requests as f64;
+    let threads_ns = f.threads_cpu_ns.unwrap_or(f.cpu_ns);
+    let per_request = |ns: u64| ns as f64 / n / 1e3;
+    let top: Vec<String> = f
+        .programs
+        .iter()
+        .filter(|p| p.run_time_ns > 0)
+        .take(3)
+        .map(|p| format!("{} {:.2}", p.program, per_request(p.run_time_ns)))
+        .collect();
+    let mut line = format!(
+        "agent cost per request ({requests} HTTP requests): BPF programs {:.2} µs (all processes' runs), agent threads {:.2} µs; {:.1}% of the target's {:.1} µs of CPU per request",
+        per_request(bpf_ns),
+        per_request(threads_ns),
+        (bpf_ns + threads_ns) as f64 * 100.0 / target_ns as f64,
+        per_request(target_ns)
+    );
+    if !top.is_empty() {
+        line.push_str(&format!(" (most: {} µs)", top.join(", ")));
+    }
+    Some(line)
+}
+
 /// The summary: run description, the partial reason when the run ended early, sample and
 /// loss counters, truncated share, the target's CPU use, the top 10 functions by self time
 /// (share of on-CPU samples) and the top 10 syscalls by calls. Durations print in s, ms or µs
@@ -146,6 +185,9 @@ pub fn summary(profile: &Profile) -> String {
         }
     }
     if let Some(line) = footprint_line(meta) {
+        let _ = writeln!(s, "{line}");
+    }
+    if let Some(line) = agent_cost_line(profile) {
         let _ = writeln!(s, "{line}");
     }
     let lost = &profile.lost;
@@ -221,4 +263,49 @@ pub fn summary(profile: &Profile) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{Footprint, ProgramCost};
+
+    /// A profile of 1,000 HTTP requests in which the target used 100 ms of CPU (100 µs per
+    /// request), the BPF programs ran 3 ms and the agent's threads 2 ms: 3 µs + 2 µs per
+    /// request, 5% of the target's CPU.
+    fn profile(requests: u64, bpf_run_ns: Option<u64>) -> Profile {
+        let mut p = Profile::default();
+        p.meta.target_cpu_ns = Some(100_000_000);
+        p.meta.duration_ns = 1_000_000_000;
+        p.meta.footprint = Some(Footprint {
+            threads_cpu_ns: Some(2_000_000),
+            bpf_run_ns,
+            programs: vec![
+                ProgramCost { program: "on_sys_enter".into(), runs: 10, run_time_ns: 2_000_000 },
+                ProgramCost { program: "on_sock_send".into(), runs: 5, run_time_ns: 1_000_000 },
+                ProgramCost { program: "on_cpu_sample".into(), runs: 0, run_time_ns: 0 },
+            ],
+            ..Default::default()
+        });
+        let mut wire = crate::wire::WireSummary::default();
+        wire.http.requests = requests;
+        p.wire = Some(wire);
+        p
+    }
+
+    #[test]
+    fn agent_cost_per_request_divides_by_the_http_requests() {
+        let line = agent_cost_line(&profile(1_000, Some(3_000_000))).expect("a line");
+        assert_eq!(
+            line,
+            "agent cost per request (1000 HTTP requests): BPF programs 3.00 µs (all processes' runs), agent threads 2.00 µs; \
+             5.0% of the target's 100.0 µs of CPU per request (most: on_sys_enter 2.00, on_sock_send 1.00 µs)"
+        );
+    }
+
+    #[test]
+    fn agent_cost_needs_requests_and_run_statistics() {
+        assert_eq!(agent_cost_line(&profile(0, Some(3_000_000))), None);
+        assert_eq!(agent_cost_line(&profile(1_000, None)), None);
+    }
 }
