@@ -153,8 +153,9 @@ pub struct Options {
     /// ([`pg_activity`]). Default is `None`.
     pub db_url: Option<String>,
     /// Turn on the kernel's BPF run statistics ([`enable_run_stats`]) while attached, so
-    /// that [`Footprint::programs`] holds each program's run time. They cost two clock
-    /// reads per program run. Default is true; without the permission to turn them on
+    /// that [`Footprint::programs`] holds each program's run time. They are the host's
+    /// switch (every BPF program of the host is timed while it is on, as with the
+    /// `kernel.bpf_stats_enabled` sysctl) and cost two clock reads per program run. Default is true; without the permission to turn them on
     /// the run goes on without them.
     pub bpf_run_stats: bool,
 }
