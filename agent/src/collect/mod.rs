@@ -155,8 +155,8 @@ pub struct Options {
     /// Turn on the kernel's BPF run statistics ([`enable_run_stats`]) while attached, so
     /// that [`Footprint::programs`] holds each program's run time. They are the host's
     /// switch (every BPF program of the host is timed while it is on, as with the
-    /// `kernel.bpf_stats_enabled` sysctl) and cost two clock reads per program run. Default is true; without the permission to turn them on
-    /// the run goes on without them.
+    /// `kernel.bpf_stats_enabled` sysctl) and cost two clock reads per program run.
+    /// Default is true; a kernel that refuses them leaves the run without them.
     pub bpf_run_stats: bool,
 }
 
