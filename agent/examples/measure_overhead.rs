@@ -128,11 +128,11 @@ fn main() {
         let rps = wrk(&port, seconds);
         println!("\nBPF run statistics, {label} ({rps:.0} req/s with stats on):");
         for s in collector.program_stats() {
-            let per_run = if s.run_count > 0 { s.run_time_ns as f64 / s.run_count as f64 } else { 0.0 };
+            let per_run = if s.runs > 0 { s.run_time_ns as f64 / s.runs as f64 } else { 0.0 };
             println!(
                 "  {:<15} {:>10} runs  {:>7.1} ns/run  {:>6.1} ms total ({:.2}% of {} CPU-s)",
                 s.program,
-                s.run_count,
+                s.runs,
                 per_run,
                 s.run_time_ns as f64 / 1e6,
                 100.0 * s.run_time_ns as f64 / (seconds as f64 * 2e9),

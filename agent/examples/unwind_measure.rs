@@ -58,8 +58,8 @@ fn main() {
     let programs: Vec<serde_json::Value> = collector
         .program_stats()
         .iter()
-        .filter(|p| p.run_count > 0)
-        .map(|p| serde_json::json!({"program": p.program, "runs": p.run_count, "ns_per_run": p.run_time_ns / p.run_count}))
+        .filter(|p| p.runs > 0)
+        .map(|p| serde_json::json!({"program": p.program, "runs": p.runs, "ns_per_run": p.run_time_ns / p.runs}))
         .collect();
     let raw = collector.finish(&target, None).expect("finish");
     let cpu_collect = own_cpu_ms() - cpu_before;

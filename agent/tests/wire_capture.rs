@@ -138,13 +138,13 @@ fn capture_with(app: &App, db_port: u16, db_url: Option<&str>, work: impl FnOnce
     std::thread::sleep(Duration::from_millis(700));
     let secs = t0.elapsed().as_secs_f64();
     for s in collector.program_stats() {
-        if s.run_count > 0 && (s.program.starts_with("on_sock") || s.program.starts_with("on_sys")) {
+        if s.runs > 0 && (s.program.starts_with("on_sock") || s.program.starts_with("on_sys")) {
             eprintln!(
                 "bpf stats: {:<18} {:>9} runs ({:>8.0}/s) {:>6} ns/run",
                 s.program,
-                s.run_count,
-                s.run_count as f64 / secs,
-                s.run_time_ns / s.run_count
+                s.runs,
+                s.runs as f64 / secs,
+                s.run_time_ns / s.runs
             );
         }
     }

@@ -43,7 +43,7 @@ pub use dwarf::{Unwind, DEFAULT_STACK_COPY_BYTES};
 pub use syscall_names::{syscall_name, SYSCALL_NAMES_X86_64};
 pub use syscalls::{DEFAULT_SYSCALL_DUTY_PCT, WINDOW_PERIOD as SYSCALL_WINDOW_PERIOD};
 
-use crate::profile::{EndpointSamples, Footprint, LostCounters, Meta, Process, RawProfile, RawStack, StackLost};
+use crate::profile::{EndpointSamples, Footprint, LostCounters, Meta, Process, ProgramCost, RawProfile, RawStack, StackLost};
 use crate::wire::serving::{Served, Serving};
 use crate::target::{Filter, ResolvedTarget};
 
@@ -352,30 +352,16 @@ fn attach_cpu_clock(ebpf: &mut Ebpf, name: &'static str, cpus: &[u32], frequency
     Ok(())
 }
 
-/// Kernel run statistics of one BPF program (`bpf_prog_info.run_cnt` / `run_time_ns`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProgramStats {
-    /// Program name (`on_cpu_sample`, ...).
-    pub program: &'static str,
-    /// Times the program ran (every syscall of the host for `on_sys_enter`, ...).
-    pub run_count: u64,
-    /// Total time spent in the program, ns.
-    pub run_time_ns: u64,
-}
-
 /// The footprint's per-program costs: one row per program name (a name attached twice
 /// is summed), most run time first, then by name.
-fn program_costs(stats: &[ProgramStats]) -> Vec<crate::profile::ProgramCost> {
-    let mut by_name: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+fn program_costs(stats: Vec<ProgramCost>) -> Vec<ProgramCost> {
+    let mut by_name: BTreeMap<String, ProgramCost> = BTreeMap::new();
     for p in stats {
-        let e = by_name.entry(p.program).or_default();
-        e.0 += p.run_count;
-        e.1 += p.run_time_ns;
+        let e = by_name.entry(p.program.clone()).or_insert_with(|| ProgramCost { program: p.program, ..Default::default() });
+        e.runs += p.runs;
+        e.run_time_ns += p.run_time_ns;
     }
-    let mut out: Vec<_> = by_name
-        .into_iter()
-        .map(|(program, (runs, run_time_ns))| crate::profile::ProgramCost { program: program.to_string(), runs, run_time_ns })
-        .collect();
+    let mut out: Vec<_> = by_name.into_values().collect();
     out.sort_by(|a, b| b.run_time_ns.cmp(&a.run_time_ns).then_with(|| a.program.cmp(&b.program)));
     out
 }
@@ -625,11 +611,11 @@ impl Collector {
 
     /// Run statistics of every attached program, as the kernel counts them while BPF run
     /// statistics are enabled (see [`enable_run_stats`]; both counters stay 0 otherwise).
-    pub fn program_stats(&self) -> Vec<ProgramStats> {
+    pub fn program_stats(&self) -> Vec<ProgramCost> {
         let mut out = Vec::new();
         let mut push = |ebpf: &Ebpf, name: &'static str| {
             if let Some(info) = ebpf.program(name).and_then(|p| p.info().ok()) {
-                out.push(ProgramStats { program: name, run_count: info.run_count(), run_time_ns: info.run_time().as_nanos() as u64 });
+                out.push(ProgramCost { program: name.to_string(), runs: info.run_count(), run_time_ns: info.run_time().as_nanos() as u64 });
             }
         };
         match &self.on_cpu {
@@ -708,15 +694,15 @@ impl Collector {
         // The BPF run statistics need the programs still loaded.
         let stats = self.program_stats();
         let stats_on = std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").is_ok_and(|v| v.trim() == "1")
-            || stats.iter().any(|p| p.run_count > 0);
+            || stats.iter().any(|p| p.runs > 0);
         let footprint = Footprint {
             attach_ns: self.attach_time.as_nanos() as u64,
             cpu_ns: self_cpu_ns().saturating_sub(self.self_cpu_at_start),
             threads_cpu_ns: self.threads_cpu_ns(),
             peak_rss_bytes: self_peak_rss_bytes(),
             bpf_run_ns: stats_on.then(|| stats.iter().map(|p| p.run_time_ns).sum()),
-            bpf_run_count: stats_on.then(|| stats.iter().map(|p| p.run_count).sum()),
-            programs: if stats_on { program_costs(&stats) } else { Vec::new() },
+            bpf_run_count: stats_on.then(|| stats.iter().map(|p| p.runs).sum()),
+            programs: if stats_on { program_costs(stats) } else { Vec::new() },
         };
         // Stop recording before reading, so that the maps are consistent (the on-CPU
         // sampler detaches in its `finish`, below).
