@@ -48,14 +48,22 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> anyhow::Result<()> {
     let pg = bench::pg::TempPostgres::start().context("start PostgreSQL")?;
     let url = pg.create_seeded_db(&args.db).with_context(|| format!("create the seeded database {}", args.db))?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("start the tokio runtime")?;
+    // The handlers go in before the URL is printed: a caller that signals as soon as it has
+    // read the URL must find them (else the default action kills us and the server is left
+    // to PR_SET_PDEATHSIG).
+    let (mut term, mut int) = {
+        let _ctx = rt.enter();
+        (
+            signal(SignalKind::terminate()).context("install the SIGTERM handler")?,
+            signal(SignalKind::interrupt()).context("install the SIGINT handler")?,
+        )
+    };
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "{url}").and_then(|()| out.flush()).context("write the URL to stdout")?;
     }
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("start the tokio runtime")?;
     rt.block_on(async {
-        let mut term = signal(SignalKind::terminate()).context("install the SIGTERM handler")?;
-        let mut int = signal(SignalKind::interrupt()).context("install the SIGINT handler")?;
         let mut stdin = tokio::io::stdin();
         let mut buf = [0u8; 256];
         let stdin_eof = async {
