@@ -50,6 +50,8 @@ pub struct Options {
     pub db_port: u16,
     /// Connection string whose `pg_stat_activity` is polled for statement texts.
     pub db_url: Option<String>,
+    /// Turn on the kernel's BPF run statistics for the run ([`collect::Options::bpf_run_stats`]).
+    pub bpf_stats: bool,
     /// Rule files added to the built-in catalog.
     pub rules: Vec<PathBuf>,
     /// Full demangled names in flamegraph frames instead of short ones.
@@ -119,6 +121,7 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
         wire: !opts.no_wire,
         db_port: opts.db_port,
         db_url: opts.db_url.clone(),
+        bpf_run_stats: opts.bpf_stats,
         ..Default::default()
     };
     let unbounded = opts.duration == 0;

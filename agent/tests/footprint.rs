@@ -23,7 +23,7 @@ fn collect_3s() -> (RawProfile, u64) {
     let mut child = Spawned::new(&exe, &["30"]);
     assert_eq!(child.read_line(), "ready");
     let mut target = Target::Pid(child.pid()).resolve().expect("resolve pid");
-    let options = Options { frequency_hz: 4999, offcpu: false, syscalls: false, wire: false, unwind: Unwind::Dwarf, ..Default::default() };
+    let options = Options { frequency_hz: 4999, offcpu: false, syscalls: false, wire: false, unwind: Unwind::Dwarf, bpf_run_stats: true, ..Default::default() };
     let wall = Instant::now();
     let (profile, reason) = collect::run(&mut target, &options, Duration::from_secs(3), &AtomicBool::new(false), |_| {}).expect("collect");
     assert_eq!(reason, StopReason::Deadline);
@@ -78,7 +78,7 @@ fn footprint_counts_the_agent_threads_apart_from_the_rest_of_the_process() {
 }
 
 /// The footprint's per-program costs come from the kernel's BPF run statistics, which the
-/// collection turns on by itself. Ground truth: the perf timer that runs the sampling
+/// collection turns on when asked ([`Options::bpf_run_stats`]). Ground truth: the perf timer that runs the sampling
 /// program, at 4,999 Hz on every CPU; the busy target keeps at least one CPU running all
 /// through the 3 s, so the program ran at least 4,999 x 3 s (less 10%) and at most
 /// 4,999 x CPUs x 3 s (plus 10%) times, and at least as often as it kept a sample.

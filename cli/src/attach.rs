@@ -65,6 +65,12 @@ pub struct Args {
     /// sessions (the same role, or `pg_read_all_stats`).
     #[arg(long, env = "PROFILER_DB_URL", hide_env_values = true)]
     pub db_url: Option<String>,
+    /// Time every BPF program with the kernel's run statistics while attached, for the
+    /// `agent cost per request` line. They are the host's switch (every BPF program on the
+    /// host is timed meanwhile) and cost two clock reads per program run, which the target
+    /// pays in each traced syscall; off by default.
+    #[arg(long)]
+    pub bpf_stats: bool,
     /// Extra attribution rules (TOML) added to the built-in catalog for `ranking.md`; a layer
     /// of the same name replaces the built-in one. Errors name the file and line.
     #[arg(long)]
@@ -106,6 +112,7 @@ impl From<Args> for Options {
             no_wire: a.no_wire,
             db_port: a.db_port,
             db_url: a.db_url,
+            bpf_stats: a.bpf_stats,
             rules: a.rules,
             full_frame_names: a.full_frame_names,
             out: a.out,

@@ -155,8 +155,11 @@ pub struct Options {
     /// Turn on the kernel's BPF run statistics ([`enable_run_stats`]) while attached, so
     /// that [`Footprint::programs`] holds each program's run time. They are the host's
     /// switch (every BPF program of the host is timed while it is on, as with the
-    /// `kernel.bpf_stats_enabled` sysctl) and cost two clock reads per program run.
-    /// Default is true; a kernel that refuses them leaves the run without them.
+    /// `kernel.bpf_stats_enabled` sysctl) and cost two `sched_clock` reads per program run,
+    /// which the target pays in every traced syscall: on a KVM guest that clock is a
+    /// paravirtual read (`pvclock_clocksource_read_nowd`, 5.3% of the target's samples by
+    /// perf on a route that makes 15 syscalls per request). Default is false; a kernel that
+    /// refuses them leaves the run without them.
     pub bpf_run_stats: bool,
 }
 
@@ -173,7 +176,7 @@ impl Default for Options {
             wire: true,
             db_port: 5432,
             db_url: None,
-            bpf_run_stats: true,
+            bpf_run_stats: false,
         }
     }
 }
@@ -293,7 +296,12 @@ fn raw_stacks(counts: SampleCounts) -> Vec<RawStack> {
 /// Joins on-CPU samples to the requests their threads were serving ([`Serving::at`]): fills
 /// each stack's [`RawStack::endpoints`] and drops its sample times.
 fn join_endpoints(on_cpu: &mut [RawStack], serving: &Serving) -> EndpointSamples {
-    let mut out = EndpointSamples { endpoints: serving.endpoints.clone(), db: serving.db.clone(), ..EndpointSamples::default() };
+    let mut out = EndpointSamples {
+        endpoints: serving.endpoints.clone(),
+        db: serving.db.clone(),
+        db_unattributed: serving.db_unattributed.clone(),
+        ..EndpointSamples::default()
+    };
     for s in on_cpu.iter_mut() {
         let mut by: HashMap<u32, u64> = HashMap::new();
         for &ts in &s.sample_times_ns {

@@ -200,6 +200,10 @@ struct AgentHook {
     /// the profiled run, off in `--overhead`, whose modes are `profiler attach`'s. Each count
     /// is an `int3` trap: on `/json` the five per request cost about 8% of the app's CPU.
     counters: bool,
+    /// Time every BPF program with the kernel's run statistics
+    /// ([`collect::Options::bpf_run_stats`]) for `footprint.json` and the agent cost line: on
+    /// for the profiled run, off in `--overhead`, as in `profiler attach`.
+    bpf_stats: bool,
 }
 
 impl ProfileHook for AgentHook {
@@ -219,6 +223,7 @@ impl ProfileHook for AgentHook {
             frequency_hz: self.frequency_hz,
             db_port: target.db_port,
             syscalls_duty_pct,
+            bpf_run_stats: self.bpf_stats,
             ..Default::default()
         });
         let stop = Arc::new(AtomicBool::new(false));
@@ -543,10 +548,10 @@ pub fn run(args: Args) -> Result<u8> {
         let pairs = if args.smoke { 1 } else { args.pairs.max(1) };
         let rules = Arc::new(rules);
         let frequency_hz = args.frequency;
-        super::overhead::run(&opts, pairs, &runtime, &progress, |mode| Box::new(AgentHook { frequency_hz, rules: rules.clone(), mode, counters: false }))?;
+        super::overhead::run(&opts, pairs, &runtime, &progress, |mode| Box::new(AgentHook { frequency_hz, rules: rules.clone(), mode, counters: false, bpf_stats: false }))?;
         return Ok(0);
     }
-    let hook = AgentHook { frequency_hz: args.frequency, rules: Arc::new(rules.clone()), mode: super::overhead::AgentMode::Everything, counters: true };
+    let hook = AgentHook { frequency_hz: args.frequency, rules: Arc::new(rules.clone()), mode: super::overhead::AgentMode::Everything, counters: true, bpf_stats: true };
     let hook_ref: Option<&dyn ProfileHook> = if args.no_profile { None } else { Some(&hook) };
     let results = Arc::new(Mutex::new(BenchResults::default()));
     let outcome = runtime.block_on(async {
