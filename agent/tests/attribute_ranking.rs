@@ -29,6 +29,7 @@ fn finding(samples: u64, share: f64, cpu_us: Option<f64>, rt: Option<f64>, db_us
         worker_blocked_us_per_request: None,
         endpoints: Vec::new(),
         endpoints_unattributed: 0,
+        endpoints_measure: Default::default(),
     }
 }
 
@@ -170,11 +171,11 @@ fn payers_of_a_finding_by_hand() {
     use profiler::attribute::costs::EndpointShare;
     let mut f = finding(100, 0.5, None, None, None);
     for (e, n) in [("GET /a", 40), ("GET /b", 20), ("POST /c", 10), ("GET /d", 8), ("GET /e", 6), ("GET /f", 4), ("GET /g", 2)] {
-        f.endpoints.push(EndpointShare { endpoint: e.into(), samples: n, share: n as f64 / 100.0 });
+        f.endpoints.push(EndpointShare { endpoint: e.into(), count: n, share: n as f64 / 100.0, per_request: None });
     }
     f.endpoints_unattributed = 10;
     let rows = f.payers();
-    let got: Vec<(&str, bool, u64)> = rows.iter().map(|p| (p.label.as_str(), p.endpoint, p.samples)).collect();
+    let got: Vec<(&str, bool, u64)> = rows.iter().map(|p| (p.label.as_str(), p.endpoint, p.count)).collect();
     assert_eq!(
         got,
         [("GET /a", true, 40), ("GET /b", true, 20), ("POST /c", true, 10), ("GET /d", true, 8), ("GET /e", true, 6), ("2 other endpoints", false, 6), ("serving no request", false, 10)]

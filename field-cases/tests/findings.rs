@@ -41,10 +41,35 @@ struct Truth {
 
 /// A figure of the finding (`cpu_share`, `counts.NAME` or `counts.A / counts.B`) and the truth
 /// figure it is checked against, on the case's route.
+///
+/// With `leave_out_leaf`, both shares are taken over the samples whose leaf frame is not that
+/// function, the profile's from its own stacks and the instrument's from `leaf_truth`: a timer
+/// interrupt that falls in an IRQ-off section is taken where interrupts come back on
+/// (`_raw_spin_unlock_irqrestore`), and how many samples land there depends on the sampler's
+/// timer (on the DNS route, 22% of perf's samples and 34% of the agent's, with the shares of the
+/// other functions alike once it is left out).
 #[derive(Debug, Deserialize)]
 struct Compare {
     truth: String,
     ranking: String,
+    #[serde(default)]
+    leave_out_leaf: Option<String>,
+    #[serde(default)]
+    leaf_truth: Option<String>,
+}
+
+/// The share of the profile's on-CPU samples whose leaf frame is the function `leaf`.
+fn leaf_share(profile: &serde_json::Value, leaf: &str) -> f64 {
+    let (mut all, mut at) = (0u64, 0u64);
+    for c in profile["on_cpu"].as_array().expect("on_cpu") {
+        let n = c["count"].as_u64().unwrap();
+        all += n;
+        let frames = profile["stacks"][c["stack"].as_u64().unwrap() as usize]["frames"].as_array().unwrap();
+        if frames.last().and_then(|f| profile["frames"][f.as_u64().unwrap() as usize]["function"].as_str()) == Some(leaf) {
+            at += n;
+        }
+    }
+    at as f64 / all.max(1) as f64
 }
 
 /// The tolerance of every comparison: 25% of the instrument's figure.
@@ -109,10 +134,21 @@ fn check(route: &str) {
     println!("  {}", finding["title"]);
     for c in &case.compare {
         let truth = case.truth.iter().find(|t| t.figure == c.truth && t.route == case.route).unwrap_or_else(|| panic!("no truth {} on {}", c.truth, case.route));
-        let got = figure(finding, &c.ranking).unwrap_or_else(|| panic!("{}: no {} in {finding}", case.finding, c.ranking));
+        let mut got = figure(finding, &c.ranking).unwrap_or_else(|| panic!("{}: no {} in {finding}", case.finding, c.ranking));
+        let mut expected = truth.value;
         // A share carries the profile's own sampling error: 25% of a 10% share is about 2
         // standard errors of 600 samples, so a share may also be off by 3 of them.
-        let sampling = if c.ranking == "cpu_share" { 3.0 * finding["cpu_share_se"].as_f64().unwrap_or(0.0) } else { 0.0 };
+        let mut sampling = if c.ranking == "cpu_share" { 3.0 * finding["cpu_share_se"].as_f64().unwrap_or(0.0) } else { 0.0 };
+        if let (Some(leaf), Some(leaf_truth)) = (&c.leave_out_leaf, &c.leaf_truth) {
+            let profile: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(on.out.path().join("out/profile.json")).expect("profile.json")).expect("JSON");
+            let ours = leaf_share(&profile, leaf);
+            let theirs = case.truth.iter().find(|t| &t.figure == leaf_truth && t.route == case.route).unwrap_or_else(|| panic!("no truth {leaf_truth}")).value;
+            println!("  leaving out the samples at `{leaf}`: {:.1}% of the profile's, {:.1}% of the instrument's", 100.0 * ours, 100.0 * theirs);
+            got /= 1.0 - ours;
+            sampling /= 1.0 - ours;
+            expected /= 1.0 - theirs;
+        }
+        let truth = Truth { route: truth.route.clone(), figure: truth.figure.clone(), value: expected };
         let allowed = (TOLERANCE * truth.value.abs()).max(sampling);
         println!("  {} = {got:.4} against {} = {} ({:+.1}%, allowed ±{allowed:.4})", c.ranking, c.truth, truth.value, 100.0 * (got - truth.value) / truth.value);
         assert!((got - truth.value).abs() <= allowed, "{}: {} = {got:.4}, the instrument's {} = {} (off by more than {allowed:.4}: 25% of it, or 3 standard errors of the share)", case.route, c.ranking, c.truth, truth.value);
@@ -295,6 +331,91 @@ fn each_finding_names_the_endpoint_that_pays_it() {
         println!("{id}: {endpoints:?}, serving no request {}", f["endpoints_unattributed"]);
         let first = &endpoints[0];
         assert_eq!(first["endpoint"], format!("GET {route}"), "{id}: {endpoints:?}");
-        assert!(first["share"].as_f64().unwrap() >= 0.95, "{id}: only {} of its samples on {route}: {endpoints:?}", first["share"]);
+        // Requests whose line the capture cut (`GET /case/…`, a prefix of both routes) may be
+        // either route's: only a share on the other route counts against the join.
+        let other = if route == hash { regex } else { hash };
+        let elsewhere: f64 = endpoints.iter().filter(|e| e["endpoint"] == format!("GET {other}")).map(|e| e["share"].as_f64().unwrap()).sum();
+        assert!(first["share"].as_f64().unwrap() >= 0.90 && elsewhere <= 0.05, "{id}: {} of its samples on {route}, {elsewhere} on {other}: {endpoints:?}", first["share"]);
     }
+}
+
+/// Two database routes under load at once on a pool of 4 connections for 8 concurrent
+/// requests, so that requests wait for the pool and resume on workers whose last socket call
+/// was another request's: each endpoint's statements and round trips are those of its own
+/// requests. Ground truth: `pg_stat_statements` per statement (the item query runs only in
+/// `/case/n-plus-one`, the JOIN only in `/control/join`) over the requests the app served per
+/// route; round trips are 3 per statement (a checkout each, with sqlx's ping before it and on
+/// release, as `n_plus_one_queries_after_warm_up` checks on one route).
+#[test]
+fn statements_are_joined_to_their_endpoint_under_mixed_load_with_pool_waits() {
+    if skip_unless_root() {
+        return;
+    }
+    let pg = bench::pg::TempPostgres::start_with(&[("shared_preload_libraries", "pg_stat_statements")]).expect("postgres");
+    let url = pg.create_seeded_db("fc").expect("database");
+    pg.psql("fc", "CREATE EXTENSION pg_stat_statements").expect("extension");
+    let app = App::start_with_db(&url);
+    let (np1, join) = ("/case/n-plus-one", "/control/join");
+    common::wrk(&app.url(np1), 2, 8);
+    common::wrk(&app.url(join), 2, 8);
+    pg.psql("fc", "SELECT pg_stat_statements_reset()").expect("reset");
+    let before = (app.served(np1), app.served(join));
+    let (p, _) = profile_routes(&app, &[np1, join], PROFILE_SECS, &["--db-url", &url]);
+    let served = (app.served(np1) - before.0, app.served(join) - before.1);
+    let items = statement_calls(&pg, "fc", "SELECT name, price_cents FROM fc_items WHERE id = %");
+    let lists = statement_calls(&pg, "fc", "SELECT item_id FROM fc_order_items%");
+    let joins = statement_calls(&pg, "fc", "SELECT i.name, i.price_cents FROM fc_order_items o JOIN%");
+    println!("served {served:?}; pg_stat_statements: {items} item queries, {lists} list queries, {joins} joins");
+    let profile: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p.out.path().join("out/profile.json")).expect("profile.json")).expect("JSON");
+    let joined = &profile["endpoints"];
+    let db_of = |route: &str| -> &serde_json::Value {
+        let id = joined["endpoints"].as_array().unwrap().iter().position(|e| e == &format!("GET {route}")).unwrap_or_else(|| panic!("GET {route} not joined: {joined}"));
+        joined["db"].as_array().unwrap().iter().find(|d| d["endpoint"] == id).unwrap_or_else(|| panic!("no database work joined to {route}: {joined}"))
+    };
+    let executions = |d: &serde_json::Value, like: &str| -> u64 {
+        d["statements"].as_array().map_or(0, |a| a.iter().filter(|s| s["shape"]["text"].as_str().is_some_and(|t| t.starts_with(like))).map(|s| s["executions"].as_u64().unwrap()).sum())
+    };
+    let wire_requests = |route: &str| -> f64 {
+        profile["wire"]["http"]["endpoints"].as_array().unwrap().iter().find(|e| e["endpoint"] == format!("GET {route}")).unwrap()["requests"].as_f64().unwrap()
+    };
+    println!("unattributed: {}", joined["db_unattributed"]);
+    for route in [np1, join] {
+        println!("GET {route}: {}", db_of(route));
+    }
+    for (route, like, truth_calls, other, n) in [
+        (np1, "SELECT name, price_cents FROM fc_items WHERE id = ?", items, join, served.0),
+        (join, "SELECT i.name, i.price_cents FROM fc_order_items o JOIN", joins, np1, served.1),
+    ] {
+        let d = db_of(route);
+        let (got, requests) = (executions(d, like) as f64, wire_requests(route));
+        let truth = truth_calls as f64 / n as f64;
+        println!("GET {route}: {got} executions of `{like}` over {requests} requests = {:.3}; pg_stat_statements {truth_calls} / {n} served = {truth:.3}", got / requests);
+        assert!((got / requests - truth).abs() <= 0.05 * truth, "GET {route}: {:.3} per request, pg_stat_statements {truth:.3}", got / requests);
+        // None of it on the other route.
+        let elsewhere = executions(db_of(other), like);
+        assert!(elsewhere as f64 <= 0.01 * got, "GET {other} was given {elsewhere} executions of `{like}` (GET {route} {got})");
+        // Round trips: 3 per statement the join can place (the list query, never a request's
+        // last and run by /case/n-plus-one alone under a load of two endpoints, is left with no
+        // request, checked below).
+        let statements = truth;
+        let rts = d["round_trips"].as_f64().unwrap() / requests;
+        println!("  {rts:.3} round trips per request against 3 x {statements:.3}");
+        assert!((rts - 3.0 * statements).abs() <= 0.05 * 3.0 * statements, "GET {route}: {rts:.3} round trips per request against 3 x {statements:.3} statements");
+    }
+    let left = executions(&joined["db_unattributed"], "SELECT item_id FROM fc_order_items");
+    println!("the list query: {left} executions with no request, pg_stat_statements {lists}");
+    assert!(left.abs_diff(lists) as f64 <= 0.02 * lists as f64, "the list query: {left} executions with no request, pg_stat_statements {lists}");
+    let f = p.ranking["costs"].as_array().unwrap().iter().find(|c| c["id"] == "n-plus-one-queries").unwrap_or_else(|| panic!("n-plus-one-queries did not fire: {}", p.ranking["costs"]));
+    let title = f["title"].as_str().unwrap();
+    let n = f["counts_per_request"]["statement_executions"].as_f64().unwrap();
+    let truth = items as f64 / served.0 as f64;
+    println!("{title}\n  N = {n:.3} against {truth:.3}; paid by {}", f["endpoints"]);
+    assert!(title.contains("GET /case/n-plus-one") && title.contains("FROM fc_items WHERE id = ?"), "{title}");
+    assert!((n - truth).abs() <= 0.10 * truth, "N = {n} against pg_stat_statements' {truth}");
+    let first = &f["endpoints"][0];
+    assert_eq!(first["endpoint"], "GET /case/n-plus-one", "{}", f["endpoints"]);
+    assert!(first["share"].as_f64().unwrap() >= 0.95, "{}", f["endpoints"]);
+    assert_eq!(f["endpoints_measure"], "executions");
+    drop(app);
+    pg.stop().expect("stop postgres");
 }

@@ -530,7 +530,7 @@ pub(super) fn parse_cost(
 
 /// The figures a title or advice may quote (`{syscalls.NAME}` besides).
 pub const FIGURES: &[&str] =
-    &["cpu_us", "share", "blocked_us", "waits", "mean_wait_us", "caller", "syscalls.NAME", "bytes_per_call.NAME", "statement", "executions"];
+    &["cpu_us", "share", "blocked_us", "waits", "mean_wait_us", "caller", "syscalls.NAME", "bytes_per_call.NAME", "statement", "executions", "endpoint"];
 
 /// The first `{name}` of a template that is not one of [`FIGURES`].
 fn unknown_placeholder(template: &str) -> Option<String> {

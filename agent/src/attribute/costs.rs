@@ -118,18 +118,62 @@ pub struct Finding {
     /// worker time no other task could use (blocking calls on a worker).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker_blocked_us_per_request: Option<f64>,
-    /// The endpoints that pay the finding: the on-CPU samples of the stacks through its
-    /// [`Finding::frames`] per endpoint served ([`crate::profile::EndpointSamples`]), most
-    /// first. Empty when the profile has no endpoint join or the finding no frames.
+    /// The endpoints that pay the finding, most first, in [`Finding::endpoints_measure`]:
+    /// the on-CPU samples of the stacks through its [`Finding::frames`] per endpoint served,
+    /// or, for a finding seen on the wire, its statement executions or round trips per
+    /// endpoint ([`crate::profile::EndpointSamples`]). Empty when the profile has no endpoint
+    /// join or the finding neither frames nor wire evidence.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<EndpointShare>,
-    /// Of those stacks' samples, the ones taken while their thread served no request.
+    /// Of the finding's measure, the part joined to no request (samples of threads serving
+    /// none; wire work linked to no request).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub endpoints_unattributed: u64,
+    /// What [`Finding::endpoints`] counts.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub endpoints_measure: EndpointMeasure,
 }
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+fn is_default<T: Default + PartialEq>(x: &T) -> bool {
+    *x == T::default()
+}
+
+/// What a finding's [`EndpointShare::count`] counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndpointMeasure {
+    /// On-CPU samples of its stacks, by the request their thread was serving.
+    #[default]
+    Samples,
+    /// Statement executions on the wire, by the request whose response followed them.
+    Executions,
+    /// PostgreSQL round trips on the wire, by the request whose response followed them.
+    RoundTrips,
+}
+
+impl EndpointMeasure {
+    /// The words for a report: "on-CPU samples of its stacks, by the request their thread was
+    /// serving".
+    pub fn describe(self) -> &'static str {
+        match self {
+            EndpointMeasure::Samples => "on-CPU samples of its stacks, by the request their thread was serving",
+            EndpointMeasure::Executions => "statement executions on the wire, by the request whose response followed them",
+            EndpointMeasure::RoundTrips => "round trips on the wire, by the request whose response followed them",
+        }
+    }
+
+    /// The unit of one count, plural: "samples", "executions", "round trips".
+    pub fn unit(self) -> &'static str {
+        match self {
+            EndpointMeasure::Samples => "samples",
+            EndpointMeasure::Executions => "executions",
+            EndpointMeasure::RoundTrips => "round trips",
+        }
+    }
 }
 
 /// One row of [`Finding::payers`].
@@ -140,10 +184,12 @@ pub struct Payer {
     pub label: String,
     /// True when `label` is an endpoint.
     pub endpoint: bool,
-    /// On-CPU samples.
-    pub samples: u64,
-    /// Of all the finding's joined samples, 0..1.
+    /// The finding's [`Finding::endpoints_measure`] on it.
+    pub count: u64,
+    /// Of the finding's whole measure (joined or not), 0..1.
     pub share: f64,
+    /// The count per request of the endpoint, for wire measures.
+    pub per_request: Option<f64>,
 }
 
 /// Endpoints [`Finding::payers`] lists by name; the rest are summed in one row.
@@ -157,20 +203,26 @@ impl Finding {
         if self.endpoints.is_empty() {
             return Vec::new();
         }
-        let total = (self.endpoints.iter().map(|e| e.samples).sum::<u64>() + self.endpoints_unattributed).max(1) as f64;
+        let total = (self.endpoints.iter().map(|e| e.count).sum::<u64>() + self.endpoints_unattributed).max(1) as f64;
         let mut rows: Vec<Payer> = self
             .endpoints
             .iter()
             .take(PAYERS_LISTED)
-            .map(|e| Payer { label: e.endpoint.clone(), endpoint: true, samples: e.samples, share: e.samples as f64 / total })
+            .map(|e| Payer { label: e.endpoint.clone(), endpoint: true, count: e.count, share: e.count as f64 / total, per_request: e.per_request })
             .collect();
         if self.endpoints.len() > PAYERS_LISTED {
-            let rest: u64 = self.endpoints[PAYERS_LISTED..].iter().map(|e| e.samples).sum();
-            rows.push(Payer { label: format!("{} other endpoints", self.endpoints.len() - PAYERS_LISTED), endpoint: false, samples: rest, share: rest as f64 / total });
+            let rest: u64 = self.endpoints[PAYERS_LISTED..].iter().map(|e| e.count).sum();
+            rows.push(Payer {
+                label: format!("{} other endpoints", self.endpoints.len() - PAYERS_LISTED),
+                endpoint: false,
+                count: rest,
+                share: rest as f64 / total,
+                per_request: None,
+            });
         }
         if self.endpoints_unattributed > 0 {
             let n = self.endpoints_unattributed;
-            rows.push(Payer { label: "serving no request".into(), endpoint: false, samples: n, share: n as f64 / total });
+            rows.push(Payer { label: "serving no request".into(), endpoint: false, count: n, share: n as f64 / total, per_request: None });
         }
         rows
     }
@@ -181,10 +233,16 @@ impl Finding {
 pub struct EndpointShare {
     /// `METHOD /route`, as in the wire summary.
     pub endpoint: String,
-    /// On-CPU samples of the finding's stacks taken while serving it.
-    pub samples: u64,
-    /// `samples` over all samples of the finding's stacks (attributed or not), 0..1.
+    /// The finding's [`Finding::endpoints_measure`] while serving it: on-CPU samples of its
+    /// stacks, or its statement executions or round trips on the wire.
+    #[serde(alias = "samples")]
+    pub count: u64,
+    /// `count` over the finding's whole measure (joined to a request or not), 0..1.
     pub share: f64,
+    /// For a wire measure, `count` per request of this endpoint (its requests over the
+    /// whole capture).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_request: Option<f64>,
 }
 
 /// A fingerprint that could not be evaluated, and why.
@@ -390,6 +448,7 @@ impl Ctx<'_> {
             worker_blocked_us_per_request: None,
             endpoints,
             endpoints_unattributed,
+            endpoints_measure: EndpointMeasure::Samples,
         }
     }
 
@@ -405,11 +464,55 @@ impl Ctx<'_> {
             .iter()
             .filter_map(|(e, &n)| {
                 let name = names.get((*e)? as usize)?;
-                Some(EndpointShare { endpoint: name.clone(), samples: n, share: n as f64 / total.max(1) as f64 })
+                Some(EndpointShare { endpoint: name.clone(), count: n, share: n as f64 / total.max(1) as f64, per_request: None })
             })
             .collect();
-        v.sort_by(|a, b| b.samples.cmp(&a.samples).then_with(|| a.endpoint.cmp(&b.endpoint)));
+        v.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.endpoint.cmp(&b.endpoint)));
         (v, by.get(&None).copied().unwrap_or(0))
+    }
+
+    /// Requests of endpoint `name` over the whole capture: the denominator of the endpoint
+    /// join's database counts, which cover the whole capture too.
+    pub(super) fn endpoint_requests(&self, name: &str) -> u64 {
+        self.profile.wire.as_ref().map_or(0, |w| w.requests_of(name))
+    }
+
+    /// Per endpoint, `measure(counts)` of the PostgreSQL work joined to its requests
+    /// ([`crate::profile::EndpointSamples::db`]), most first, with the count per request of
+    /// the endpoint; and the same measure of the work joined to no request. `None` without
+    /// an endpoint join or when the measure is 0 everywhere.
+    pub(super) fn db_endpoints(&self, measure: impl Fn(&crate::wire::serving::DbCounts) -> u64) -> Option<(Vec<EndpointShare>, u64)> {
+        let join = self.profile.endpoints.as_ref()?;
+        let unattributed = measure(&join.db_unattributed);
+        let counts: Vec<(&String, u64)> =
+            join.db.iter().filter_map(|d| Some((join.endpoints.get(d.endpoint as usize)?, measure(&d.counts)))).filter(|x| x.1 > 0).collect();
+        let total = counts.iter().map(|x| x.1).sum::<u64>() + unattributed;
+        if total == 0 {
+            return None;
+        }
+        let mut v: Vec<EndpointShare> = counts
+            .into_iter()
+            .map(|(name, n)| {
+                let requests = self.endpoint_requests(name);
+                EndpointShare {
+                    endpoint: name.clone(),
+                    count: n,
+                    share: n as f64 / total as f64,
+                    per_request: (requests > 0).then(|| n as f64 / requests as f64),
+                }
+            })
+            .collect();
+        v.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.endpoint.cmp(&b.endpoint)));
+        Some((v, unattributed))
+    }
+
+    /// [`Ctx::db_endpoints`] as a finding's payers: sets its endpoints and their measure.
+    pub(super) fn set_db_payers(&self, f: &mut Finding, measure: EndpointMeasure, count: impl Fn(&crate::wire::serving::DbCounts) -> u64) {
+        if let Some((v, rest)) = self.db_endpoints(count) {
+            f.endpoints = v;
+            f.endpoints_unattributed = rest;
+            f.endpoints_measure = measure;
+        }
     }
 
     pub(super) fn samples_line(&self, what: &str, samples: u64) -> String {
@@ -775,6 +878,7 @@ pub fn pool_ping(ctx: &Ctx<'_>) -> Option<Finding> {
         } else {
             f.evidence.push("no back-to-back pings counted: the pings before checkout are not separated from the others (no count, no round-trip time)".into());
         }
+        ctx.set_db_payers(&mut f, EndpointMeasure::RoundTrips, |c| c.pings);
     } else {
         f.evidence.push("no wire capture: the ping count per request is not measured".into());
     }
@@ -842,6 +946,8 @@ pub fn session_setting_round_trip(ctx: &Ctx<'_>) -> Option<Finding> {
         f.counts_per_request.insert("per_transaction".into(), per_tx);
     }
     f.cpu_us_per_request = None;
+    let shapes: Vec<&StatementShape> = stats.iter().map(|s| &s.shape).collect();
+    ctx.set_db_payers(&mut f, EndpointMeasure::Executions, |c| c.statements.iter().filter(|s| shapes.contains(&&s.shape)).map(|s| s.executions).sum());
     Some(f)
 }
 
@@ -1082,6 +1188,8 @@ pub fn wide_user_row(ctx: &Ctx<'_>) -> Option<Finding> {
     f.evidence.push("the extra CPU of decoding the extra columns is not separated from the query's (its gain is predicted as 0)".into());
     f.evidence.push("whether the request uses these columns is not visible on the wire (a login must read the password hash): check the caller".into());
     f.cpu_us_per_request = None;
+    let shapes: Vec<&StatementShape> = hits.iter().map(|h| &h.0.shape).collect();
+    ctx.set_db_payers(&mut f, EndpointMeasure::Executions, |c| c.statements.iter().filter(|s| shapes.contains(&&s.shape)).map(|s| s.executions).sum());
     Some(f)
 }
 

@@ -260,15 +260,21 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
         f.counts_per_request.insert("statement_executions".into(), st.executions);
         f.counts_per_request.insert("statement_round_trips".into(), st.round_trips);
         f.evidence.push(format!(
-            "wire: `{}` executed {:.2} times in {:.2} round trips per HTTP request ({} executions over {} requests{}), mean round trip {:.0} µs",
+            "wire: `{}` executed {:.2} times in {:.2} round trips per {} ({} executions over {} requests{}), mean round trip {:.0} µs",
             st.shape,
             st.executions,
             st.round_trips,
+            st.endpoint.as_ref().map_or("HTTP request".to_string(), |e| format!("request of `{e}`")),
             st.total_executions,
             st.requests,
             if st.steady { ", steady window" } else { "" },
             st.mean_latency_us
         ));
+        figures.insert("endpoint".into(), st.endpoint.as_ref().map_or("the whole load".to_string(), |e| format!("`{e}`")));
+        let shape = &st.statement;
+        ctx.set_db_payers(&mut f, super::costs::EndpointMeasure::Executions, |c| {
+            c.statements.iter().filter(|s| &s.shape == shape).map(|s| s.executions).sum()
+        });
         if st.latency_us_per_request > 0.0 {
             f.counts_per_request.insert("statement_latency_us".into(), st.latency_us_per_request);
         }
@@ -304,6 +310,11 @@ fn bytes_per_call(ctx: &Ctx<'_>, names: &[String]) -> Option<f64> {
 /// The statement shape a [`StatementPredicate`] fired on.
 struct StatementHit {
     shape: String,
+    /// The shape itself, to find it in the endpoint join.
+    statement: crate::wire::pg::StatementShape,
+    /// The endpoint whose requests run it `executions` times each, when the endpoint join
+    /// decided; `None`: per request of the whole load.
+    endpoint: Option<String>,
     executions: f64,
     round_trips: f64,
     total_executions: u64,
@@ -313,14 +324,18 @@ struct StatementHit {
     latency_us_per_request: f64,
 }
 
-/// The most executed statement shape per HTTP request of [`Ctx::wire`] that the predicate
-/// accepts, when it runs at least `min_executions_per_request` times per request.
+/// Fewest requests of an endpoint for its own statement counts per request to decide
+/// ([`statements`]): below it, a request or two cut by the capture's edges weighs too much.
+pub const MIN_ENDPOINT_REQUESTS: u64 = 20;
+
+/// The statement shape a [`StatementPredicate`] fires on, when one runs at least
+/// `min_executions_per_request` times per request: first per endpoint, from the endpoint
+/// join (the executions linked to an endpoint's requests over its requests, for endpoints
+/// with [`MIN_ENDPOINT_REQUESTS`] or more: a loop on one endpoint of many fires although it
+/// is diluted in the whole load), else the most executed shape per HTTP request of
+/// [`Ctx::wire`].
 fn statements(ctx: &Ctx<'_>, p: &StatementPredicate) -> Option<StatementHit> {
     let w = ctx.wire?;
-    let requests = w.http.requests;
-    if requests == 0 {
-        return None;
-    }
     let verb_ok = |s: &crate::wire::pg::StatementShape| {
         p.verbs.is_empty()
             || match s {
@@ -330,6 +345,46 @@ fn statements(ctx: &Ctx<'_>, p: &StatementPredicate) -> Option<StatementHit> {
                 _ => false,
             }
     };
+    let stats_of = |shape: &crate::wire::pg::StatementShape| w.pg.statements.iter().find(|s| &s.shape == shape);
+    if let Some(join) = ctx.profile.endpoints.as_ref() {
+        let mut best: Option<(f64, &str, &crate::wire::pg::StatementShape, u64, u64)> = None;
+        for d in &join.db {
+            let Some(name) = join.endpoints.get(d.endpoint as usize) else { continue };
+            let requests = ctx.endpoint_requests(name);
+            if requests < MIN_ENDPOINT_REQUESTS {
+                continue;
+            }
+            for st in d.counts.statements.iter().filter(|s| verb_ok(&s.shape)) {
+                let per = st.executions as f64 / requests as f64;
+                if best.is_none_or(|b| per > b.0) {
+                    best = Some((per, name, &st.shape, st.executions, requests));
+                }
+            }
+        }
+        if let Some((per, name, shape, executions, requests)) = best.filter(|b| b.0 >= p.min_executions_per_request) {
+            // Round trips and latency per execution from the whole load's figures for the shape.
+            let (rt_per_exec, mean_us) = stats_of(shape)
+                .filter(|s| s.executions > 0)
+                .map_or((1.0, 0.0), |s| (s.round_trips as f64 / s.executions as f64, s.latency_mean_ns as f64 / 1e3));
+            let round_trips = per * rt_per_exec;
+            return Some(StatementHit {
+                shape: shape.to_string(),
+                statement: shape.clone(),
+                endpoint: Some(name.to_string()),
+                executions: per,
+                round_trips,
+                total_executions: executions,
+                requests,
+                steady: false,
+                mean_latency_us: mean_us,
+                latency_us_per_request: round_trips * mean_us,
+            });
+        }
+    }
+    let requests = w.http.requests;
+    if requests == 0 {
+        return None;
+    }
     let best = w.pg.statements.iter().filter(|s| verb_ok(&s.shape)).max_by_key(|s| s.executions)?;
     let n = requests as f64;
     let executions = best.executions as f64 / n;
@@ -338,6 +393,8 @@ fn statements(ctx: &Ctx<'_>, p: &StatementPredicate) -> Option<StatementHit> {
     }
     Some(StatementHit {
         shape: best.shape.to_string(),
+        statement: best.shape.clone(),
+        endpoint: None,
         executions,
         round_trips: best.round_trips as f64 / n,
         total_executions: best.executions,

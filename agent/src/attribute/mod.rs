@@ -57,7 +57,7 @@ pub mod rules;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-pub use costs::{Confidence, Finding, FindingKind};
+pub use costs::{Confidence, EndpointMeasure, Finding, FindingKind};
 pub use layers::{Attribution, LayerRow};
 pub use ranking::{cpu_bound_gain, latency_bound_gain, rank, write_ranking, Bound, Ranking, RankingOptions};
 pub use rules::{RuleError, RuleSet, RulesFileError};

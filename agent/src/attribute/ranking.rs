@@ -502,7 +502,8 @@ pub struct EndpointBreakdown {
     pub latency_us: Option<f64>,
     /// Sampled on-CPU time of threads while serving it, µs per request (samples × period).
     pub cpu_us_per_request: Option<f64>,
-    /// PostgreSQL round trips per request, on the connections its requests held.
+    /// PostgreSQL round trips per request, of the chains linked to its requests
+    /// ([`crate::wire::serving`]).
     pub db_round_trips_per_request: f64,
     /// Their time, µs per request (answered round trips' latency).
     pub db_us_per_request: f64,
@@ -536,7 +537,7 @@ fn endpoint_breakdown(profile: &Profile, attr: &Attribution, wire: Option<&WireS
             let n = e.requests as f64;
             let id = join.endpoints.iter().position(|x| *x == e.endpoint);
             let cpu = id.and_then(|i| attr.period_us.map(|p| samples[i] as f64 * p / n));
-            let db = id.and_then(|i| join.db.iter().find(|d| d.endpoint as usize == i)).copied().unwrap_or_default();
+            let db = id.and_then(|i| join.db.iter().find(|d| d.endpoint as usize == i)).map(|d| &d.counts).cloned().unwrap_or_default();
             let latency = e.statuses.values().sum::<u64>().gt(&0).then(|| e.latency_mean_ns as f64 / 1e3);
             let db_us = db.latency_total_ns as f64 / 1e3 / n;
             EndpointBreakdown {
@@ -625,6 +626,7 @@ fn add_lock_counts(r: &mut Ranking, counts: &super::counters::CallCounts, n: u64
         worker_blocked_us_per_request: None,
         endpoints: Vec::new(),
         endpoints_unattributed: 0,
+        endpoints_measure: Default::default(),
     };
     finding.counts_per_request.insert("lock_acquisitions".into(), total);
     let inputs = GainInputs { cpu_us_per_request: r.cpu_us_per_request, base_req_per_s: r.base_req_per_s, ..GainInputs::default() };
@@ -732,6 +734,7 @@ fn generic(attr: &Attribution, id: &str, title: String, samples: u64, evidence: 
         worker_blocked_us_per_request: None,
         endpoints: Vec::new(),
         endpoints_unattributed: 0,
+        endpoints_measure: Default::default(),
     }
 }
 
@@ -894,8 +897,14 @@ fn paid_by(f: &Finding) -> Option<String> {
     if rows.is_empty() {
         return None;
     }
-    let parts: Vec<String> = rows.iter().map(|p| format!("{} {:.0}% ({})", if p.endpoint { format!("`{}`", p.label) } else { p.label.clone() }, p.share * 100.0, p.samples)).collect();
-    Some(format!("paid by (on-CPU samples of its stacks, by the request their thread was serving): {}", parts.join(", ")))
+    let parts: Vec<String> = rows
+        .iter()
+        .map(|p| {
+            let per = p.per_request.map_or(String::new(), |x| format!("; {x:.2} per request"));
+            format!("{} {:.0}% ({}{per})", if p.endpoint { format!("`{}`", p.label) } else { p.label.clone() }, p.share * 100.0, p.count)
+        })
+        .collect();
+    Some(format!("paid by ({}): {}", f.endpoints_measure.describe(), parts.join(", ")))
 }
 
 /// Renders `ranking.md`.

@@ -277,11 +277,12 @@ impl WireCapture {
             Some(t) => t.join().map_err(|_| map_error(abi::MAP_WIRE_CHUNKS, "the drain thread panicked"))?,
             None => (RecordDecoder::default(), DrainStats::default()),
         };
-        let Decoded { mut summary, by_syscall: chunks_by_syscall, times, pg_ports, serving } = drained.finish_all();
+        let Decoded { mut summary, by_syscall: chunks_by_syscall, times, pg_ports, mut serving } = drained.finish_all();
         let statement_texts = activity.map(|log| {
             let texts = match_texts(&times, &pg_ports, &log.observations, &log.texts);
             let names = texts.len() as u64;
             let executions = summary.apply_statement_texts(&texts);
+            serving.apply_statement_texts(&texts);
             StatementTextReport {
                 polls: log.polls,
                 observations: log.observations.len() as u64,
@@ -294,6 +295,7 @@ impl WireCapture {
         if statement_texts.is_none() {
             // No texts: merge by name, and drop the socket ids (kernel addresses) from the shapes.
             summary.apply_statement_texts(&HashMap::new());
+            serving.apply_statement_texts(&HashMap::new());
         }
         let map = self.ebpf.map(abi::MAP_WIRE_STATS).ok_or_else(|| map_error(abi::MAP_WIRE_STATS, "missing"))?;
         let stats: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map).map_err(|e| map_error(abi::MAP_WIRE_STATS, e))?;

@@ -421,9 +421,14 @@ pub struct EndpointSamples {
     /// Samples with no time kept (past the samplers' cap) or past the timeline's cap
     /// ([`crate::wire::serving::MAX_CHANGES`]).
     pub not_recorded: u64,
-    /// PostgreSQL round trips per endpoint, on the connections its requests held.
+    /// PostgreSQL round trips and statements per endpoint: the chains of round trips linked to
+    /// its requests ([`crate::wire::serving`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub db: Vec<crate::wire::serving::EndpointDb>,
+    /// PostgreSQL work linked to no request (background work, requests cut by the capture's
+    /// edges).
+    #[serde(default)]
+    pub db_unattributed: crate::wire::serving::DbCounts,
 }
 
 /// Stacks of a [`RawStack`] that were lost in the kernel.

@@ -176,7 +176,11 @@ fn finding_details(f: &Finding, gain: Option<&crate::attribute::ranking::Gain>) 
     if !payers.is_empty() {
         let rows: Vec<String> = payers
             .iter()
-            .map(|p| format!("{} {:.0}% ({} samples)", if p.endpoint { format!("<code>{}</code>", escape(&p.label)) } else { escape(&p.label) }, p.share * 100.0, p.samples))
+            .map(|p| {
+                let per = p.per_request.map_or(String::new(), |x| format!(", {x:.2} per request"));
+                let label = if p.endpoint { format!("<code>{}</code>", escape(&p.label)) } else { escape(&p.label) };
+                format!("{label} {:.0}% ({} {}{per})", p.share * 100.0, p.count, f.endpoints_measure.unit())
+            })
             .collect();
         let _ = write!(d, "<dt>paid by</dt><dd>{}</dd>", rows.join(", "));
     }

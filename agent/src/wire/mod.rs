@@ -318,7 +318,7 @@ impl WireDecoder {
                     };
                     self.times.add(rt.socket, rt.start_ns, before);
                 }
-                self.serving.round_trip(rt.socket, rt.latency_ns());
+                self.serving.round_trip(rt);
             }
             self.summary.add_pg(&e);
             if self.options.keep_events {

@@ -178,15 +178,11 @@ impl PgSummary {
         let mut recovered = 0;
         let mut merged: Vec<StatementStats> = Vec::with_capacity(self.statements.len());
         for mut st in std::mem::take(&mut self.statements) {
-            if let StatementShape::PreparedBeforeAttach { name, connection } = &st.shape {
-                st.shape = match texts.get(&(*connection, name.clone())) {
-                    Some(text) => {
-                        recovered += st.executions;
-                        StatementShape::Sql { text: super::sql::shape(text, false), truncated: false }
-                    }
-                    None => StatementShape::PreparedBeforeAttach { name: name.clone(), connection: 0 },
-                };
+            let (shape, found) = resolved_shape(&st.shape, texts);
+            if found {
+                recovered += st.executions;
             }
+            st.shape = shape;
             match merged.iter_mut().find(|m| m.shape == st.shape) {
                 Some(m) => {
                     let answered = |x: &StatementStats| x.latency_total_ns.checked_div(x.latency_mean_ns).unwrap_or(0);
@@ -204,6 +200,19 @@ impl PgSummary {
         self.statements = merged;
         self.prepared_before_attach_executions = self.prepared_before_attach_executions.saturating_sub(recovered);
         recovered
+    }
+}
+
+/// A shape with a statement prepared before the capture given its recovered text (`texts`:
+/// (connection's socket id, statement name) -> SQL), or merged by name with its connection
+/// dropped when there is none; other shapes unchanged. True when a text was found.
+pub(crate) fn resolved_shape(shape: &StatementShape, texts: &HashMap<(u64, String), String>) -> (StatementShape, bool) {
+    match shape {
+        StatementShape::PreparedBeforeAttach { name, connection } => match texts.get(&(*connection, name.clone())) {
+            Some(text) => (StatementShape::Sql { text: super::sql::shape(text, false), truncated: false }, true),
+            None => (StatementShape::PreparedBeforeAttach { name: name.clone(), connection: 0 }, false),
+        },
+        other => (other.clone(), false),
     }
 }
 
@@ -829,7 +838,10 @@ fn data_like(seg: &str) -> bool {
 /// map to the key with that segment as `{param}` (slugs, names: what
 /// [`super::http::template_target`] cannot tell from one request); route names beside them
 /// (`/articles/feed`) stay. The first segment is never collapsed. Positions are collapsed from
-/// the last segment to the first, so `/a/{param}/b/{param}` can result.
+/// the last segment to the first, so `/a/{param}/b/{param}` can result. A key whose target
+/// the capture bound cut (it ends with `…`, [`super::http::template_target`]) then maps to the
+/// one other key it is a prefix of, when there is exactly one (`GET /case/…` beside
+/// `GET /case/n-plus-one` alone).
 /// Returns only the keys that change.
 pub fn collapse_varying_segments(keys: &[&str]) -> HashMap<String, String> {
     // (method, segments, query) per key; the templated form is rewritten in place.
@@ -872,13 +884,19 @@ pub fn collapse_varying_segments(keys: &[&str]) -> HashMap<String, String> {
             }
         }
     }
-    keys.iter()
-        .zip(parts)
-        .filter_map(|(k, (m, segs, q))| {
-            let t = if m.is_empty() { format!("{}{q}", segs.join("/")) } else { format!("{m} {}{q}", segs.join("/")) };
-            (t != *k).then(|| (k.to_string(), t))
-        })
-        .collect()
+    let mut finals: Vec<String> =
+        parts.into_iter().map(|(m, segs, q)| if m.is_empty() { format!("{}{q}", segs.join("/")) } else { format!("{m} {}{q}", segs.join("/")) }).collect();
+    let mut whole: Vec<String> = finals.iter().filter(|f| !f.ends_with('…')).cloned().collect();
+    whole.sort_unstable();
+    whole.dedup();
+    for f in finals.iter_mut() {
+        let Some(prefix) = f.strip_suffix('…') else { continue };
+        let mut candidates = whole.iter().filter(|w| w.starts_with(prefix));
+        if let (Some(one), None) = (candidates.next(), candidates.next()) {
+            *f = one.clone();
+        }
+    }
+    keys.iter().zip(finals).filter_map(|(k, t)| (t != *k).then(|| (k.to_string(), t))).collect()
 }
 
 #[cfg(test)]
@@ -915,5 +933,15 @@ mod collapse_tests {
         let keys: Vec<String> = (0..50u8).map(|i| format!("GET /profiles/user{}", (b'a' + i % 26) as char).repeat(1) + &"x".repeat(usize::from(i / 26) + 1)).collect();
         let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
         assert_eq!(collapse_varying_segments(&refs).len(), 50);
+    }
+
+    /// A key cut by the capture bound joins the one key it is a prefix of; with two, it stays.
+    #[test]
+    fn cut_keys_join_the_one_key_they_begin() {
+        let m = collapse_varying_segments(&["GET /case/n-plus-one", "GET /case/…", "POST /case/…"]);
+        assert_eq!(m.len(), 1);
+        assert_eq!(m["GET /case/…"], "GET /case/n-plus-one");
+        let m = collapse_varying_segments(&["GET /case/a", "GET /case/b", "GET /case/…"]);
+        assert!(m.is_empty(), "{m:?}");
     }
 }
