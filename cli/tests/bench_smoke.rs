@@ -65,6 +65,14 @@ fn bench_smoke_measures_and_profiles_all_five_tests() {
         "no sample named in the agent's own BPF programs"
     );
     assert!(!frames.iter().any(|f| f.starts_with("__stop_") || f.starts_with("__start_")), "a kernel data label named a frame");
+    // The profiled run times each BPF program with the kernel's run statistics: the sampler
+    // ran at least once per sample it kept, and the per-program times add up to the total.
+    let footprint: Value = serde_json::from_str(&std::fs::read_to_string(out.path().join("json").join("footprint.json")).unwrap()).unwrap();
+    let programs = footprint["programs"].as_array().unwrap_or_else(|| panic!("no programs in footprint.json: {footprint}"));
+    let sampler = programs.iter().find(|p| p["program"].as_str().is_some_and(|n| n.starts_with("on_cpu_sample"))).unwrap_or_else(|| panic!("no sampler in {programs:?}"));
+    let json_samples = tests[0]["profiled"]["samples"].as_u64().unwrap();
+    assert!(sampler["runs"].as_u64().unwrap() >= json_samples, "sampler ran {} times for {json_samples} samples", sampler["runs"]);
+    assert!(programs.iter().any(|p| p["program"] == "on_sys_enter" && p["runs"].as_u64().unwrap() > 0), "{programs:?}");
     let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
     for id in ["throughput", "latency", "cpu"] {
         assert!(html.contains(&format!("<svg id=\"{id}\"")), "index.html lacks the {id} chart");

@@ -505,6 +505,11 @@ pub struct EndpointBreakdown {
     /// PostgreSQL round trips per request, of the chains linked to its requests
     /// ([`crate::wire::serving`]).
     pub db_round_trips_per_request: f64,
+    /// Of those round trips, the share the order of the calls could not join to a request
+    /// and that was split to the endpoint as its joined ones of the same kind, 0..1
+    /// ([`crate::wire::serving`]).
+    #[serde(default)]
+    pub db_round_trips_split_share: f64,
     /// Their time, µs per request (answered round trips' latency).
     pub db_us_per_request: f64,
     /// `latency_us - cpu - db`, µs per request, at least 0: waits the agent does not name
@@ -546,6 +551,7 @@ fn endpoint_breakdown(profile: &Profile, attr: &Attribution, wire: Option<&WireS
                 latency_us: latency,
                 cpu_us_per_request: cpu,
                 db_round_trips_per_request: db.round_trips as f64 / n,
+                db_round_trips_split_share: db.estimated_round_trips as f64 / db.round_trips.max(1) as f64,
                 db_us_per_request: db_us,
                 rest_us_per_request: latency.zip(cpu).map(|(l, c)| (l - c - db_us).max(0.0)),
             }
@@ -1086,17 +1092,19 @@ pub fn render_markdown(r: &Ranking) -> String {
     if !r.endpoints.is_empty() {
         let _ = writeln!(s, "\n## Endpoints: where a request's time goes\n");
         let _ = writeln!(s, "Latency from the wire (request line read to status line written), split into the on-CPU time of the threads serving the endpoint, its PostgreSQL round trips, and the rest: waits the agent does not name (a pool's acquire, a lock, a timer, queueing for a worker, off-CPU time).\n");
-        let _ = writeln!(s, "| endpoint | requests | latency µs | on-CPU µs/req | DB round trips/req | DB µs/req | rest µs/req |");
-        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(s, "DB round trips are joined to a request by the order of the calls where a task cannot have waited between them; the others are split among the endpoints as the joined ones of the same statement (the \"split\" column).\n");
+        let _ = writeln!(s, "| endpoint | requests | latency µs | on-CPU µs/req | DB round trips/req | split | DB µs/req | rest µs/req |");
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|");
         for e in &r.endpoints {
             let _ = writeln!(
                 s,
-                "| `{}` | {} | {} | {} | {:.2} | {:.1} | {} |",
+                "| `{}` | {} | {} | {} | {:.2} | {:.0}% | {:.1} | {} |",
                 e.endpoint,
                 e.requests,
                 opt(e.latency_us, 1),
                 opt(e.cpu_us_per_request, 1),
                 e.db_round_trips_per_request,
+                100.0 * e.db_round_trips_split_share,
                 e.db_us_per_request,
                 opt(e.rest_us_per_request, 1)
             );

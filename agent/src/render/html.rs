@@ -309,9 +309,10 @@ fn endpoints_section(h: &mut String, runs: &[RunView]) {
                         Some(b) => {
                             let _ = write!(
                                 h,
-                                "<td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td>",
+                                "<td>{}</td><td>{:.2}{}</td><td>{:.2}</td><td>{}</td>",
                                 opt(b.cpu_us_per_request.map(|u| u / 1e3), 2),
                                 b.db_round_trips_per_request,
+                                if b.db_round_trips_split_share > 0.0 { format!(" ({:.0}% split)", 100.0 * b.db_round_trips_split_share) } else { String::new() },
                                 b.db_us_per_request / 1e3,
                                 opt(b.rest_us_per_request.map(|u| u / 1e3), 2)
                             );

@@ -97,6 +97,10 @@ pub struct RunFootprint {
     /// Mean BPF program run time, ns per run, when BPF run statistics were on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bpf_ns_per_run: Option<f64>,
+    /// Each program's runs and run time, most run time first, when BPF run statistics were
+    /// on ([`profiler::profile::Footprint::programs`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub programs: Vec<profiler::profile::ProgramCost>,
 }
 
 impl RunFootprint {
@@ -119,6 +123,7 @@ impl RunFootprint {
                 (Some(ns), Some(runs)) if runs > 0 => Some(ns as f64 / runs as f64),
                 _ => None,
             },
+            programs: f.programs.clone(),
         })
     }
 
