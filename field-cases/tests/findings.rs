@@ -241,6 +241,16 @@ fn statement_calls(pg: &bench::pg::TempPostgres, db: &str, like: &str) -> u64 {
     out.trim().parse().unwrap_or_else(|_| panic!("pg_stat_statements answered {out:?}"))
 }
 
+/// A PostgreSQL server with `pg_stat_statements`, the seeded database `fc` and the app on it:
+/// (server, connection string, app).
+fn app_with_statement_counts() -> (bench::pg::TempPostgres, String, App) {
+    let pg = bench::pg::TempPostgres::start_with(&[("shared_preload_libraries", "pg_stat_statements")]).expect("postgres");
+    let url = pg.create_seeded_db("fc").expect("database");
+    pg.psql("fc", "CREATE EXTENSION pg_stat_statements").expect("extension");
+    let app = App::start_with_db(&url);
+    (pg, url, app)
+}
+
 /// N+1 queries, attached to an app that has run for a while (every statement was prepared on
 /// every pooled connection before the attach; `--db-url` gives them back their text): the
 /// finding names the per-item statement with its text and N within 10% of
@@ -250,10 +260,7 @@ fn n_plus_one_queries_after_warm_up() {
     if skip_unless_root() {
         return;
     }
-    let pg = bench::pg::TempPostgres::start_with(&[("shared_preload_libraries", "pg_stat_statements")]).expect("postgres");
-    let url = pg.create_seeded_db("fc").expect("database");
-    pg.psql("fc", "CREATE EXTENSION pg_stat_statements").expect("extension");
-    let app = App::start_with_db(&url);
+    let (pg, url, app) = app_with_statement_counts();
     const ITEM: &str = "SELECT name, price_cents FROM fc_items WHERE id = %";
     for (route, fires) in [("/case/n-plus-one", true), ("/control/join", false)] {
         // Warm-up: the pool opens its connections and each prepares the route's statements.
@@ -351,10 +358,7 @@ fn statements_are_joined_to_their_endpoint_under_mixed_load_with_pool_waits() {
     if skip_unless_root() {
         return;
     }
-    let pg = bench::pg::TempPostgres::start_with(&[("shared_preload_libraries", "pg_stat_statements")]).expect("postgres");
-    let url = pg.create_seeded_db("fc").expect("database");
-    pg.psql("fc", "CREATE EXTENSION pg_stat_statements").expect("extension");
-    let app = App::start_with_db(&url);
+    let (pg, url, app) = app_with_statement_counts();
     let (np1, join) = ("/case/n-plus-one", "/control/join");
     common::wrk(&app.url(np1), 2, 8);
     common::wrk(&app.url(join), 2, 8);

@@ -51,7 +51,8 @@ use super::{Chunk, Direction, Protocol};
 /// kept are [`Served::NotRecorded`].
 pub const MAX_CHANGES: usize = 4_000_000;
 
-/// Most requests and round trips joined (8 bytes each, 32 MB); later ones join nothing.
+/// Most round trips, and requests a round trip joined, in the join (8 bytes each, 32 MB);
+/// later ones join nothing.
 pub const MAX_NODES: usize = 4_000_000;
 
 /// Most round trips recorded for the join (24 bytes each, about 48 MB); later ones count for
@@ -197,7 +198,8 @@ pub struct ServingTimeline {
     endpoints: EndpointIds,
     /// Reused buffer for endpoint keys.
     key: String,
-    /// HTTP socket -> its current request (endpoint id, node).
+    /// HTTP socket -> its current request (endpoint id, and its node once a round trip joined
+    /// it).
     http_current: HashMap<u64, (u32, Option<u32>), RandomState>,
     /// PostgreSQL socket -> its state.
     pg: HashMap<u64, PgConn, RandomState>,
@@ -246,15 +248,21 @@ impl ServingTimeline {
             Protocol::Http => {
                 if let Some((method, target)) = request {
                     let id = self.endpoint_id(method, target);
-                    let node = self.join.add(id);
-                    self.http_current.insert(chunk.socket, (id, node));
+                    self.http_current.insert(chunk.socket, (id, None));
                 }
-                let current = self.http_current.get(&chunk.socket).copied();
-                if let (Direction::Tx, Last::Answer { node, .. }, Some((_, Some(r)))) = (chunk.direction, last, current) {
-                    self.join.union(node, r);
+                let current = self.http_current.get_mut(&chunk.socket);
+                let endpoint = current.as_ref().map(|c| c.0);
+                if let (Direction::Tx, Last::Answer { node, .. }, Some(c)) = (chunk.direction, last, current) {
+                    // The request's node, made when a round trip first joins it.
+                    if c.1.is_none() {
+                        c.1 = self.join.add(c.0);
+                    }
+                    if let Some(r) = c.1 {
+                        self.join.union(node, r);
+                    }
                 }
                 self.last.insert(tid, Last::Other);
-                current.map(|c| c.0)
+                endpoint
             }
             Protocol::Postgres => {
                 let conn = Self::conn(&mut self.pg, &mut self.connections, chunk.socket);
@@ -727,8 +735,10 @@ mod tests {
     }
 
     /// A task resumed from a wait for the pool on a worker whose last socket call was another
-    /// request's: its queries follow one another (each answer, then the next send) up to its
-    /// response, and are that response's request's, not the worker's previous one.
+    /// request's: its queries on one connection follow one another (each answer, then the next
+    /// send on it) up to its response, and are that response's request's, not the worker's
+    /// previous one; its query before, on another connection, is split to it as the only
+    /// endpoint whose joined work holds that statement.
     #[test]
     fn a_task_resumed_from_a_pool_wait_is_joined_by_its_response() {
         let mut t = ServingTimeline::default();
