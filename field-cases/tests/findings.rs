@@ -2,7 +2,8 @@
 //! finding fires on its route with its per-request figures within 25% of the instrument
 //! outside the profiler (a share of samples also within 3 of its standard errors) (`[[case.compare]]`: perf, perf stat tracepoints, strace), and stays
 //! silent on its control; the `silent` ids fire on neither. Syscall counts are taken with
-//! `--syscalls-duty 100` (every call counted, as perf stat counts them).
+//! `--syscalls-duty 100` (every call counted, as perf stat counts them) unless a case says
+//! otherwise (`attach`).
 
 mod common;
 
@@ -26,6 +27,14 @@ struct Case {
     truth: Vec<Truth>,
     #[serde(default)]
     compare: Vec<Compare>,
+    /// `profiler attach` options of both profiles; default: every syscall counted
+    /// (`--syscalls-duty 100`), as perf stat counts them.
+    #[serde(default = "every_syscall")]
+    attach: Vec<String>,
+}
+
+fn every_syscall() -> Vec<String> {
+    vec!["--syscalls-duty".into(), "100".into()]
 }
 
 fn yes() -> bool {
@@ -108,7 +117,7 @@ fn check(route: &str) {
     let exp = expected();
     let case = exp.case.iter().find(|c| c.route == route).unwrap_or_else(|| panic!("{route} not in expected.toml"));
     let app = App::start();
-    let extra = ["--syscalls-duty", "100"];
+    let extra: Vec<&str> = case.attach.iter().map(String::as_str).collect();
     // A warm-up request each: lazily built state (the static regex, the logger thread).
     assert_eq!(app.get(&case.route).0, 200);
     assert_eq!(app.get(&case.control).0, 200);
