@@ -149,9 +149,9 @@ pub enum EndpointMeasure {
     /// On-CPU samples of its stacks, by the request their thread was serving.
     #[default]
     Samples,
-    /// Statement executions on the wire, by the request whose response followed them.
+    /// Statement executions on the wire, per endpoint ([`crate::wire::serving`]).
     Executions,
-    /// PostgreSQL round trips on the wire, by the request whose response followed them.
+    /// PostgreSQL round trips on the wire, per endpoint ([`crate::wire::serving`]).
     RoundTrips,
 }
 
@@ -161,8 +161,8 @@ impl EndpointMeasure {
     pub fn describe(self) -> &'static str {
         match self {
             EndpointMeasure::Samples => "on-CPU samples of its stacks, by the request their thread was serving",
-            EndpointMeasure::Executions => "statement executions on the wire, by the request whose response followed them",
-            EndpointMeasure::RoundTrips => "round trips on the wire, by the request whose response followed them",
+            EndpointMeasure::Executions => "statement executions on the wire, joined to requests by the order of the calls, the rest split as the joined ones",
+            EndpointMeasure::RoundTrips => "round trips on the wire, joined to requests by the order of the calls, the rest split as the joined ones",
         }
     }
 
