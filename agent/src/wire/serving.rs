@@ -317,40 +317,35 @@ impl ServingTimeline {
             None => self.join.add(NO_REQUEST),
         };
         conn.last = node;
-        let ids: Vec<u32> = rt
-            .statements
-            .iter()
-            .map(|s| match self.shape_ids.get(s) {
+        // The statements' interned shapes, appended to the shape list in place.
+        let start = self.shape_list.len();
+        for st in rt.statements.iter().take(u16::MAX as usize) {
+            let id = match self.shape_ids.get(st) {
                 Some(&id) => id,
                 None => {
                     let id = self.shapes.len() as u32;
-                    self.shapes.push(s.clone());
-                    self.shape_ids.insert(s.clone(), id);
+                    self.shapes.push(st.clone());
+                    self.shape_ids.insert(st.clone(), id);
                     id
                 }
-            })
-            .collect();
+            };
+            self.shape_list.push(id);
+        }
         let latency = rt.latency_ns();
         let rec = RtRec {
             node: node.unwrap_or(NO_REQUEST),
             conn: index,
-            start: self.shape_list.len() as u32,
-            len: ids.len().min(u16::MAX as usize) as u16,
+            start: start as u32,
+            len: (self.shape_list.len() - start) as u16,
             ping: rt.kind == RoundTripKind::Ping,
             answered: latency.is_some(),
             latency_ns: latency.unwrap_or(0),
         };
-        match node {
-            Some(_) if self.round_trips.len() < MAX_ROUND_TRIPS => {
-                self.shape_list.extend_from_slice(&ids[..rec.len as usize]);
-                self.round_trips.push(rec);
-            }
-            _ => {
-                let start = self.shape_list.len();
-                self.shape_list.extend_from_slice(&ids[..rec.len as usize]);
-                self.overflow.add(&RtRec { start: start as u32, ..rec }, &self.shape_list);
-                self.shape_list.truncate(start);
-            }
+        if node.is_some() && self.round_trips.len() < MAX_ROUND_TRIPS {
+            self.round_trips.push(rec);
+        } else {
+            self.overflow.add(&rec, &self.shape_list);
+            self.shape_list.truncate(start);
         }
         if let (Some((tid, socket)), Some(n), true) = (self.receiving, node, latency.is_some()) {
             if socket == rt.socket {
