@@ -29,6 +29,10 @@ struct {
 	__uint(max_entries, FP_SAMPLES_BYTES);
 } fp_samples SEC(".maps");
 
+/* Puts the record's type into this object's BTF, where tests/abi_btf.rs checks it against the
+ * Rust mirror (a ring buffer's records are in no map's BTF). Never read. */
+struct fp_sample *const fp_sample_btf __attribute__((unused)) = (void *)0;
+
 SEC("perf_event")
 int on_cpu_sample(struct bpf_perf_event_data *ctx)
 {

@@ -79,7 +79,6 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* Knobs (u64, like every knob the agent sets). */
 const volatile __u64 db_port = 5432;        /* peer port of PostgreSQL connections */
-const volatile __u64 pg_sniff = 1;          /* 1: recognise PostgreSQL by its bytes on any port */
 const volatile __u64 head_bytes = WIRE_HEAD_MAX;      /* <= WIRE_HEAD_MAX */
 const volatile __u64 tail_bytes = WIRE_TAIL_MAX;      /* <= WIRE_TAIL_MAX; 0 = no tails */
 const volatile __u64 http_head_bytes = WIRE_HTTP_HEAD_MAX; /* <= WIRE_HTTP_HEAD_MAX */
@@ -163,7 +162,8 @@ static __always_inline __u8 classify(struct sock *sk)
 		return WIRE_CLASS_POSTGRES;
 	if (bpf_map_lookup_elem(&http_ports, &lport))
 		return WIRE_CLASS_HTTP;
-	if (pg_sniff) {
+	/* Any other socket: recognised as PostgreSQL by its first bytes (pg_sockets). */
+	{
 		__u64 key = (__u64)sk;
 		__u8 *verdict = bpf_map_lookup_elem(&pg_sockets, &key);
 
