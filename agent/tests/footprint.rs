@@ -2,8 +2,9 @@
 //! threads') apart from the rest of its process. `profiler bench` runs the agent inside the
 //! process that also runs wrk and reads `/proc`, so the process's CPU is not the agent's.
 //! Ground truth: the process's CPU from `getrusage` when nothing else in it runs, and a
-//! spinning thread's own CPU clock when one does. Its own test binary: the other tests of a
-//! binary run on threads of the same process. Needs root (BPF).
+//! spinning thread's own CPU clock when one does. Its own test binary, and its tests one at a
+//! time ([`exclusive`]): the other tests of a binary run on threads of the same process.
+//! Needs root (BPF).
 
 mod attach_support;
 
@@ -11,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use attach_support::{example, Spawned};
+use attach_support::{example, exclusive, Spawned};
 use profiler::collect::{self, Options, StopReason, Unwind};
 use profiler::profile::RawProfile;
 use profiler::target::Target;
@@ -32,6 +33,7 @@ fn collect_3s() -> (RawProfile, u64) {
 
 #[test]
 fn footprint_counts_the_agent_threads_apart_from_the_rest_of_the_process() {
+    let _alone = exclusive();
     // 1. Nothing else runs in this process: the agent's threads are all of its CPU.
     let (profile, _) = collect_3s();
     let f = profile.meta.footprint.as_ref().expect("footprint");
@@ -84,6 +86,7 @@ fn footprint_counts_the_agent_threads_apart_from_the_rest_of_the_process() {
 /// 4,999 x CPUs x 3 s (plus 10%) times, and at least as often as it kept a sample.
 #[test]
 fn footprint_times_each_bpf_program_by_the_kernel_s_run_statistics() {
+    let _alone = exclusive();
     let (profile, _) = collect_3s();
     let f = profile.meta.footprint.as_ref().expect("footprint");
     eprintln!("programs: {:?}", f.programs);

@@ -13,6 +13,16 @@ const TABLE_MD5_SQL: &str = "SELECT (SELECT md5(string_agg(w::text, E'\\n' ORDER
      (SELECT md5(string_agg(u::text, E'\\n' ORDER BY id)) FROM users u) || ' ' || \
      (SELECT md5(string_agg(d::text, E'\\n' ORDER BY id)) FROM deals d)";
 
+/// Every test that starts a server (here or in a `bench-pg` child) holds this lock shared;
+/// the test that leaves a stale directory behind holds it alone, because each
+/// [`TempPostgres::start`] reclaims the stale directories it finds
+/// ([`bench::pg::remove_stale_dirs`]) and would take that one first.
+static SERVERS: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn starts_servers() -> std::sync::RwLockReadGuard<'static, ()> {
+    SERVERS.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn one(pg: &TempPostgres, db: &str, sql: &str) -> String {
     pg.psql(db, sql).unwrap_or_else(|e| panic!("{sql}: {e}")).trim().to_string()
 }
@@ -43,6 +53,7 @@ fn alive(pid: u32) -> bool {
 
 #[test]
 fn seeded_database_has_the_spec_schema_and_row_counts() {
+    let _servers = starts_servers();
     let pg = TempPostgres::start().expect("start PostgreSQL");
     assert!(pg.dir().starts_with("/dev/shm"), "data directory on tmpfs: {}", pg.dir().display());
     let url = pg.create_seeded_db("crm").expect("seed");
@@ -101,6 +112,7 @@ fn seeded_database_has_the_spec_schema_and_row_counts() {
 
 #[test]
 fn seed_is_identical_every_time() {
+    let _servers = starts_servers();
     let a = seed::seed_sql();
     assert_eq!(a, seed::seed_sql(), "two renderings in one process differ");
     let pg = TempPostgres::start().expect("start PostgreSQL");
@@ -117,6 +129,7 @@ const PINNED_MD5: &str = "533ce5f1b8563500b80181dec88e4243 5c1c510e29c45112d6d3c
 
 #[test]
 fn bad_database_names_are_rejected_before_any_sql() {
+    let _servers = starts_servers();
     let pg = TempPostgres::start().expect("start PostgreSQL");
     for bad in ["", "Crm", "1db", "a-b", "x; DROP DATABASE postgres", &"a".repeat(64)] {
         let err = pg.create_seeded_db(bad).expect_err(bad);
@@ -130,6 +143,7 @@ fn bad_database_names_are_rejected_before_any_sql() {
 
 #[test]
 fn drop_stops_every_server_process_and_removes_the_directory() {
+    let _servers = starts_servers();
     let pg = TempPostgres::start().expect("start PostgreSQL");
     let pid = pg.pid().expect("running");
     let dir: PathBuf = pg.dir().to_path_buf();
@@ -148,6 +162,7 @@ fn drop_stops_every_server_process_and_removes_the_directory() {
 
 #[test]
 fn drop_during_a_panic_still_stops_the_server() {
+    let _servers = starts_servers();
     let (tx, rx) = std::sync::mpsc::channel();
     let result = std::thread::spawn(move || {
         let pg = TempPostgres::start().expect("start PostgreSQL");
@@ -201,6 +216,7 @@ fn postmaster_of(parent: u32) -> (u32, PathBuf) {
 
 #[test]
 fn bench_pg_serves_the_seed_over_scram_and_stops_at_stdin_eof() {
+    let _servers = starts_servers();
     let (mut child, url) = start_bench_pg();
     assert!(url.starts_with("postgres://crm:crm@127.0.0.1:") && url.ends_with("/handmade"), "{url}");
     let (pm, dir) = postmaster_of(child.id());
@@ -226,6 +242,7 @@ fn bench_pg_serves_the_seed_over_scram_and_stops_at_stdin_eof() {
 
 #[test]
 fn bench_pg_stops_at_sigterm_while_its_stdin_stays_open() {
+    let _servers = starts_servers();
     // As in .github/workflows/profile.yml: `sleep infinity | bench-pg`, stopped by a signal.
     let (mut child, _url) = start_bench_pg();
     let (pm, dir) = postmaster_of(child.id());
@@ -250,6 +267,7 @@ fn bench_pg_stops_at_sigterm_while_its_stdin_stays_open() {
 
 #[test]
 fn a_killed_owner_takes_its_server_down_and_the_directory_is_reclaimed() {
+    let _alone = SERVERS.write().unwrap_or_else(std::sync::PoisonError::into_inner);
     let (mut child, _url) = start_bench_pg();
     let (pm, dir) = postmaster_of(child.id());
     child.kill().expect("SIGKILL bench-pg");

@@ -1,9 +1,10 @@
 //! Helpers shared by the tests that attach for real (`attach_*`, `unwind_*`, `wire_peek`,
-//! `wire_ports`, `symbolize_live`): locating the example binaries, spawning them (and binaries
-//! the test just copied, [`spawn_copied`]), mapping function symbols of
-//! an ELF file to the address ranges they occupy in a running process (ELF symbol table via
+//! `wire_ports`, `symbolize_live`, and bench's `unwind_nofp`, which includes this file):
+//! locating the example binaries, spawning them (and binaries the test just copied,
+//! [`spawn_copied`]), mapping function symbols of an ELF file to the address ranges they occupy in a running process (ELF symbol table via
 //! `object`, load address from `/proc/PID/maps`) so that raw sampled addresses can be
-//! checked without the symbolizer under test, and a keep-alive HTTP client.
+//! checked without the symbolizer under test, frame-pointer prologues by objdump, a keep-alive
+//! HTTP client, and the lock of tests that must run alone ([`exclusive`]).
 
 #![allow(dead_code)]
 
@@ -13,6 +14,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use object::{Object, ObjectSegment, ObjectSymbol};
+
+/// Holds the test binary's one lock for tests that must not share the process or the machine
+/// with another test of the same binary (cargo runs a binary's tests on parallel threads, and
+/// one binary at a time): a process-wide CPU figure, a timed load on pinned CPUs. A test that
+/// panicked while holding it does not poison it for the others.
+pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// Path of a known-answer example built by `cargo build --release --all-targets`
 /// (`target/release/examples/NAME`, next to this test's `deps/` directory). Panics with a
@@ -160,4 +170,37 @@ pub fn keep_alive_requests(port: u16, request: &[u8], n: u64) {
             got.extend_from_slice(&buf[..n]);
         }
     }
+}
+
+/// Function symbols of an ELF file: (address range, name), sorted by address.
+pub fn functions(data: &[u8]) -> Vec<(Range<u64>, String)> {
+    let file = object::File::parse(data).expect("parsing ELF");
+    let mut v: Vec<_> = file
+        .symbols()
+        .filter(|s| s.kind() == object::SymbolKind::Text && s.size() > 0)
+        .filter_map(|s| Some((s.address()..s.address() + s.size(), s.name().ok()?.to_owned())))
+        .collect();
+    v.sort_by_key(|(r, _)| r.start);
+    v
+}
+
+/// True when objdump shows a frame-pointer prologue (`push %rbp` then `mov %rsp,%rbp`) in
+/// the first 8 instructions of the function at `range`.
+pub fn has_fp_prologue(binary: &Path, range: &Range<u64>) -> bool {
+    let out = Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn"])
+        .arg(format!("--start-address={:#x}", range.start))
+        .arg(format!("--stop-address={:#x}", range.end.min(range.start + 64)))
+        .arg(binary)
+        .output()
+        .expect("running objdump (binutils)");
+    assert!(out.status.success(), "objdump: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let insns: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.split_once(":\t").map(|(_, i)| i.split_whitespace().collect::<Vec<_>>().join(" ")))
+        .take(8)
+        .collect();
+    assert!(!insns.is_empty(), "objdump showed no instruction at {range:x?} of {}", binary.display());
+    insns.windows(2).any(|w| w[0] == "push %rbp" && w[1] == "mov %rsp,%rbp")
 }

@@ -344,6 +344,11 @@ pub fn profile(app: &App, route: &str, secs: u64, extra: &[&str]) -> Profiled {
 /// [`profile`] with one wrk per route, all at once (4 connections each when there are
 /// several); [`Profiled::wrk`] is the first route's, the second value every route's.
 pub fn profile_routes(app: &App, routes: &[&str], secs: u64, extra: &[&str]) -> (Profiled, Vec<WrkResult>) {
+    // One profile at a time in a test binary (cargo runs its tests on parallel threads): each
+    // pins its app and wrk to their CPUs, and its shares are compared with figures perf
+    // measured with nothing else loading the machine.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let profiler = release_bin("profiler");
     let out = tempfile::Builder::new().prefix("field-cases-profile-").tempdir().expect("tempdir");
     let dir = out.path().join("out");
