@@ -1,5 +1,5 @@
 //! Where the agent's memory goes over repeated attaches in one process (inside one
-//! `profiler bench --overhead` process the peak RSS has grown to about 300 MB over 60 attaches).
+//! `profiler bench overhead` process the peak RSS has grown to about 300 MB over 60 attaches).
 //! A measurement to run by hand as root (it loads the BPF programs), not a test.
 //!
 //! Usage: `attach_repeat [RUNS] [SECONDS] [trim]` (defaults 10 and 2). The process profiles

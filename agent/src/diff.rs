@@ -1,7 +1,7 @@
 //! `profiler diff BASE HEAD` ([`run`]): compares two runs and says whether HEAD regressed, and where.
 //!
 //! Each side is a bench output folder, an attach output folder, a `profile.json`, a pprof
-//! file, `perf script` text or folded stacks ([`crate::diff::import`]). Writes `diff.md`,
+//! file, `perf script` text or folded stacks ([`crate::compare::import`]). Writes `diff.md`,
 //! `diff.json`, the differential flamegraph(s) and the page `index.html`
 //! ([`crate::render::diff_html`]) into `--out`; `--format md|json` prints one
 //! of them to stdout (the default without `--out` is `md`). Exit status: 0 when no test
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use crate::diff::{self, compare};
+use crate::compare;
 use crate::render::diff_html::{self, DiffGraphs};
 use crate::render::flamegraph::{self, FrameStyles, Widths};
 
@@ -28,7 +28,7 @@ pub enum Format {
 /// arguments, parsed).
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// The base run (any input [`crate::diff::import::load`] reads).
+    /// The base run (any input [`crate::compare::import::load`] reads).
     pub base: PathBuf,
     /// The head run.
     pub head: PathBuf,
@@ -67,8 +67,8 @@ pub fn run(args: &Options) -> Result<u8> {
         anyhow::bail!("--out {} is a file, not a folder", out.display());
     }
     let rules = rules(&args.rules)?;
-    let base = diff::import::load(&args.base).context("BASE")?;
-    let head = diff::import::load(&args.head).context("HEAD")?;
+    let base = compare::import::load(&args.base).context("BASE")?;
+    let head = compare::import::load(&args.head).context("HEAD")?;
     let opts = compare::Options { rules: &rules, fail_on_regression_pct: args.fail_on_regression, noise_floor_pct: args.noise_floor };
     let result = compare::compare(&base, &head, &opts)?;
     let md = crate::render::diff_md::render(&result);
@@ -92,7 +92,7 @@ pub fn run(args: &Options) -> Result<u8> {
             };
             let mut styles = FrameStyles::of(h, &rules);
             styles.merge(FrameStyles::of(b, &rules));
-            let (before, after) = (diff::folded_lines(b), diff::folded_lines(h));
+            let (before, after) = (compare::folded_lines(b), compare::folded_lines(h));
             let mut files = Vec::new();
             for (widths, stem, whose) in [(Widths::Head, "diff", "HEAD"), (Widths::Base, "diff-base", "BASE")] {
                 let name = if several { format!("{stem}-{}.svg", t.name) } else { format!("{stem}.svg") };

@@ -5,17 +5,17 @@
 
 pub mod attach;
 pub mod attribute;
-pub mod commands;
 pub mod collect;
+pub mod compare;
 pub mod diff;
 pub mod memory;
 pub mod output;
-pub mod proc_maps;
 pub mod profile;
 pub mod render;
 pub mod report;
 pub mod runs;
 pub mod symbolize;
+pub mod sys;
 pub mod target;
 pub mod unwind;
 pub mod wire;

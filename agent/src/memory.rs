@@ -3,7 +3,7 @@
 //! glibc's malloc keeps memory that the program freed for later allocations instead of
 //! returning it to the kernel, most of all in the per-thread arenas (`man 3 malloc`, "Arenas";
 //! `man 3 malloc_trim`). After blazesym's symbolizer is dropped, about 40-50 MB of free heap
-//! stayed resident per run, and inside one `profiler bench --overhead` process each attached
+//! stayed resident per run, and inside one `profiler bench overhead` process each attached
 //! run started from what the earlier ones left (measured with `agent/examples/attach_repeat.rs`,
 //! see PERFORMANCE.md). [`release_free`] gives it back.
 

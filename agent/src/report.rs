@@ -34,7 +34,7 @@ pub struct Options {
 ///
 /// # Errors
 /// When the profile cannot be read or is not a valid `profile.json` of a supported schema,
-/// or holds values no run could have ([`crate::diff::import::check_counts`]), or when the
+/// or holds values no run could have ([`crate::compare::import::check_counts`]), or when the
 /// output directory or a file in it cannot be written. A broken pipe on stdout
 /// is returned as an `io::Error` of kind `BrokenPipe` (the binary exits 0 for it).
 pub fn run(opts: &Options) -> anyhow::Result<()> {
@@ -42,7 +42,7 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
     let profile = profile::json::read(&opts.profile).context("cannot read the profile")?;
     // The same checks as `profiler diff` makes of a profile.json (a frequency of 0 Hz, counts
     // that overflow or no run could have): one line naming the field, not a report of nonsense.
-    crate::diff::import::check_counts(&profile, crate::diff::import::InputKind::ProfileJson)
+    crate::compare::import::check_counts(&profile, crate::compare::import::InputKind::ProfileJson)
         .map_err(|e| anyhow::anyhow!("cannot read the profile: {}: {e}", opts.profile.display()))?;
     let out = match &opts.out {
         Some(out) => out.clone(),

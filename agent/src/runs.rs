@@ -2,7 +2,7 @@
 //! measured, in one serializable type ([`BenchResults`]), with the records it is made of (the
 //! tests, wrk's figures, the CPU and memory of the processes).
 //!
-//! The bench writes these records; `profiler diff` (`diff::import`), the bench page
+//! The bench writes these records; `profiler diff` (`compare::import`), the bench page
 //! (`render::html::bench_page`) and the per-test rankings (`attribute::write_bench_rankings`)
 //! read them.
 //!
@@ -183,7 +183,7 @@ pub struct ProfiledRun {
     pub run: RunResult,
     /// `profiled req/s / median measured req/s`: the agent's overhead on this test, as a ratio
     /// (1.0 = no visible cost). Measured runs and the profiled run are not interleaved, so
-    /// machine drift enters this figure; `profiler bench --overhead` alternates runs instead.
+    /// machine drift enters this figure; `profiler bench overhead` alternates runs instead.
     pub throughput_ratio: f64,
     /// Folder with the attach outputs (profile.json, flamegraph.svg, ...), relative to the
     /// bench output folder.
@@ -448,6 +448,18 @@ impl BenchResults {
         }
         s
     }
+}
+
+/// Median of the finite values of `values` (the mean of the two middle ones for an even
+/// count); `None` when there is none.
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
 }
 
 #[cfg(test)]

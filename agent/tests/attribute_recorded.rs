@@ -30,8 +30,8 @@ fn ranking(name: &str, rules: &RuleSet) -> Ranking {
     let p = load(name);
     let r = run(name);
     let bound = Bound::classify(
-        (r["app_cpu"].as_f64().unwrap(), profiler::attribute::cpu_list_len(r["app_cpus"].as_str().unwrap()).into()),
-        Some((r["pg_cpu"].as_f64().unwrap(), profiler::attribute::cpu_list_len(r["pg_cpus"].as_str().unwrap()).into())),
+        (r["app_cpu"].as_f64().unwrap(), profiler::sys::cpus::list_len(r["app_cpus"].as_str().unwrap()).into()),
+        Some((r["pg_cpu"].as_f64().unwrap(), profiler::sys::cpus::list_len(r["pg_cpus"].as_str().unwrap()).into())),
         r["connections"].as_u64().unwrap() as u32,
         r["median_latency_mean_us"].as_f64().unwrap(),
     );

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use proptest::prelude::*;
-use profiler::diff::{compare, import};
+use profiler::compare::{self, import};
 use profiler::render::diff_md as markdown;
 
 const PERF_SCRIPT: &str = "\

@@ -15,7 +15,8 @@ use std::process::{Child, Command, Stdio};
 
 use object::{Object, ObjectSegment, ObjectSymbol};
 use profiler::profile::{FrameKind, Profile, RawProfile, RawStack, StackLost};
-use profiler::symbolize::{symbolize, ProcessMaps};
+use profiler::symbolize::symbolize;
+use profiler::sys::process_maps::ProcessMaps;
 
 /// `target/release/examples/symbolize_target`, next to this test's `deps/` directory.
 fn target_binary() -> PathBuf {

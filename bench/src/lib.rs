@@ -4,7 +4,7 @@
 //! - [`seed`]: the schema and the deterministic seed data; [`seed::DEFAULT_JWT_SECRET`].
 //! - [`token`]: HS256 access tokens and every invalid variant the contract lists.
 //! - [`conformance`]: the conformance suite (library; binary `conformance`).
-//! - [`validate`]: measured gains of target-app's switches (alternating runs) for `profiler bench --validate`.
+//! - [`validate`]: measured gains of target-app's switches (alternating runs) for `profiler bench validate`.
 //! - [`results`]: `results.json`, whose records ([`profiler::runs`]) the profiler reads back.
 //! - [`modes`]: `profiler bench` itself (run, validate, overhead), driving the profiler library.
 

@@ -1,4 +1,4 @@
-//! The agent's overhead, measured by alternating runs (`profiler bench --overhead`).
+//! The agent's overhead, measured by alternating runs (`profiler bench overhead`).
 //!
 //! Per test and per agent mode: `pairs` pairs of wrk runs of the same length, the first of each
 //! pair without the agent (A), the second with the agent attached in that mode (B): A B A B ...
@@ -8,7 +8,7 @@
 //! sequence does not.
 //!
 //! This crate does not depend on the agent: each mode is a named [`ProfileHook`] that the caller
-//! (`profiler bench --overhead`) passes in, and the footprint of the agent is the caller's
+//! (`profiler bench overhead`) passes in, and the footprint of the agent is the caller's
 //! business too (it reads it from the profiles each attached run wrote).
 
 use std::path::PathBuf;
@@ -120,19 +120,9 @@ pub struct OverheadResults {
     pub rows: Vec<Row>,
 }
 
-/// Median of `values` (mean of the two middle values for an even count); 0 for none.
+/// Median of `values` ([`profiler::runs::median`]); 0 for none.
 pub fn median(values: &[f64]) -> f64 {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+    profiler::runs::median(values).unwrap_or(0.0)
 }
 
 impl Row {
@@ -183,10 +173,6 @@ impl OverheadResults {
     }
 }
 
-fn now_rfc3339() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
 /// Runs the overhead measurement: starts the environment (PostgreSQL, the app), then per test
 /// a warm-up of `opts.warmup` and, per mode, `pairs` A/B pairs of `opts.duration` each. Each B
 /// run's attach outputs go to `<out_dir>/<test>/<mode>/pair-<i>/`. `results` receives every
@@ -210,7 +196,7 @@ pub async fn run(
     {
         let mut r = results.lock().unwrap_or_else(|e| e.into_inner());
         r.schema_version = OVERHEAD_SCHEMA_VERSION;
-        r.started_at = now_rfc3339();
+        r.started_at = crate::run::now_rfc3339();
         r.cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
         r.cpu_model = std::fs::read_to_string("/proc/cpuinfo")
             .ok()
@@ -245,7 +231,7 @@ pub async fn run(
     results
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .finished_at = now_rfc3339();
+        .finished_at = crate::run::now_rfc3339();
     outcome
 }
 

@@ -13,28 +13,12 @@ use std::time::{Duration, Instant};
 
 pub use profiler::runs::Usage;
 
-/// Clock ticks per second for `/proc/PID/stat` times (`sysconf(_SC_CLK_TCK)`, 100 on Linux x86_64).
-pub fn clock_ticks_per_second() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as u64
-    } else {
-        100
-    }
-}
+use profiler::sys::stat::clock_ticks_per_second;
 
-/// `(ppid, utime + stime in ticks)` of one process, or `None` when it is gone.
+/// `(ppid, utime + stime in ticks)` of one process ([`profiler::sys::stat`]), or `None` when
+/// it is gone.
 fn stat(pid: u32) -> Option<(u32, u64)> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) is in parentheses and may contain spaces: split after the last ')'.
-    let rest = &s[s.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // rest starts at field 3 (state): ppid is field 4, utime 14, stime 15.
-    let ppid = f.get(1)?.parse().ok()?;
-    let utime: u64 = f.get(11)?.parse().ok()?;
-    let stime: u64 = f.get(12)?.parse().ok()?;
-    Some((ppid, utime + stime))
+    profiler::sys::stat::read(pid).map(|s| (s.ppid, s.cpu_ticks))
 }
 
 /// Resident memory of one process, bytes (`VmRSS`), 0 when gone or a kernel thread.

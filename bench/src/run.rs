@@ -86,7 +86,7 @@ pub struct BenchOptions {
     pub request_timeout: Duration,
 }
 
-/// How the app runs, for the profile hook and for `--serve`.
+/// How the app runs, for the profile hook and for `bench serve`.
 #[derive(Debug, Clone)]
 pub struct AppTarget {
     /// Container name, when the app runs in Docker.
@@ -526,18 +526,10 @@ fn free_port(preferred: u16) -> Result<u16, BenchError> {
         .map_err(|e| BenchError::Other(format!("no free port on 127.0.0.1: {e}")))
 }
 
-/// The cgroup v2 mount point, from /proc/self/mountinfo (`/sys/fs/cgroup/unified` on hybrid
-/// hosts, `/sys/fs/cgroup` on unified ones).
+/// The cgroup v2 mount point ([`profiler::sys::cgroup::cgroup2_mount`]); `None` when there
+/// is none or mountinfo cannot be read.
 pub fn cgroup2_mount() -> Option<PathBuf> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    info.lines().find_map(|l| {
-        let (left, right) = l.split_once(" - ")?;
-        if right.split_whitespace().next()? == "cgroup2" {
-            left.split_whitespace().nth(4).map(PathBuf::from)
-        } else {
-            None
-        }
-    })
+    profiler::sys::cgroup::cgroup2_mount().ok().flatten()
 }
 
 /// A `sleep` process moved into a cgroup v2 directory, so that the cgroup is not empty while

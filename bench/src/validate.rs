@@ -1,4 +1,4 @@
-//! Measured gains of target-app's switches for `profiler bench --validate`: req/s with every
+//! Measured gains of target-app's switches for `profiler bench validate`: req/s with every
 //! cost on (`CRM_COSTS=all`) against req/s with one switched off (`all,-<switch>`), measured by
 //! **alternating** runs on one PostgreSQL so that machine drift falls on both alike.
 //!
@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::load::Test;
 use crate::run::{measured_run, BenchError, BenchOptions, Environment, Progress};
+use profiler::runs::median;
 
 /// Seconds a restart of the app (container removed, created, started, answering) takes on
 /// this machine, for the time estimate only (0.2-0.6 s measured; rounded up).
@@ -132,16 +133,6 @@ pub fn bracketed_gains(order: &[Option<usize>], req_per_s: &[f64], switches: usi
     out
 }
 
-/// Median of `v` (mean of the two middle values for an even count); `None` when empty.
-pub fn median(v: &[f64]) -> Option<f64> {
-    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
-    if s.is_empty() {
-        return None;
-    }
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    Some(if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 })
-}
 
 /// The `CRM_COSTS` value of a schedule slot.
 fn costs_of(slot: Option<usize>, switches: &[String]) -> String {

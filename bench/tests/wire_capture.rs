@@ -11,8 +11,11 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+mod app_support;
+use app_support::App;
 
 use profiler::collect::{Collector, Options, Unwind};
 use profiler::profile::{json, Profile};
@@ -24,52 +27,14 @@ const SECRET_TOKEN_MARK: &str = "wIrEsEcReTtOkEn";
 /// A marker in every request body: must never reach a profile.
 const SECRET_BODY_MARK: &str = "wIrEbOdYsEcReT";
 
-struct App {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for App {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn start_app(db_url: &str, costs: &str) -> App {
     // target/<profile>/deps/<this test> -> target/<profile>/target-app
     let exe = std::env::current_exe().expect("current_exe");
     let app = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>").join("target-app");
     assert!(app.is_file(), "{} missing: cargo build --release -p target-app", app.display());
-    let mut child = Command::new(&app)
-        .env("DATABASE_URL", db_url)
-        .env("JWT_SECRET", bench::DEFAULT_JWT_SECRET)
-        .env("PORT", "0")
-        .env("HOST", "127.0.0.1")
-        .env("CRM_COSTS", costs)
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn target-app");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let port = loop {
-        line.clear();
-        let n = stderr.read_line(&mut line).unwrap();
-        assert!(n > 0, "target-app exited before listening");
-        // `target-app: listening on http://127.0.0.1:PORT (CRM_COSTS=..., pool N)`
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            let addr = rest.split_whitespace().next().unwrap();
-            break addr.rsplit(':').next().unwrap().parse::<u16>().unwrap();
-        }
-    };
-    // Keep draining stderr so that the app never blocks on a full pipe.
-    std::thread::spawn(move || {
-        let mut sink = Vec::new();
-        let _ = stderr.read_to_end(&mut sink);
-    });
-    App { child, port }
+    let mut cmd = Command::new(&app);
+    cmd.env("DATABASE_URL", db_url).env("CRM_COSTS", costs);
+    App::start(cmd)
 }
 
 /// One request on a keep-alive connection; returns the status. Reads the whole response

@@ -1,9 +1,9 @@
-//! `profiler diff`: arguments -> [`profiler::diff::run::Options`] -> [`profiler::diff::run::run`].
+//! `profiler diff`: arguments -> [`profiler::diff::Options`] -> [`profiler::diff::run`].
 
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
-use profiler::diff::run::{Format, Options};
+use profiler::diff::{Format, Options};
 
 /// What `--format` prints to stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

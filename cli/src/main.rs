@@ -2,18 +2,17 @@
 //!
 //! One args module per subcommand turns its clap `Args` into the library's `Options`
 //! ([`profiler::attach`], [`profiler::report`], [`profiler::diff::run`]); `bench` takes
-//! [`bench::modes::run::Args`] as they are. Errors print their chain on one line,
-//! `profiler: error: ` + [`commands::error_line`] (each cause once), and exit with status 2; a broken pipe on stdout (`profiler report ... | head`) exits 0, as
+//! [`bench::modes::Args`] as they are (its modes are subcommands: `run`, `validate`, `overhead`, `serve`). Errors print their chain on one line,
+//! `profiler: error: ` + [`errors::error_line`] (each cause once), and exit with status 2; a broken pipe on stdout (`profiler report ... | head`) exits 0, as
 //! ripgrep does.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{ArgAction, Parser, Subcommand};
-use profiler::commands;
-
 mod attach;
 mod diff;
+mod errors;
 mod report;
 
 /// A Linux eBPF profiler for the request pipelines of web services.
@@ -35,8 +34,8 @@ enum Command {
     Attach(attach::Args),
     /// Re-render a recorded profile (flamegraphs, folded stacks, pprof, syscalls, ranking, report page, summary).
     Report(report::Args),
-    /// Run the bundled CRM benchmark with the agent attached (the main job).
-    Bench(bench::modes::run::Args),
+    /// Run the bundled CRM benchmark with the agent attached (the main job), or one of its modes.
+    Bench(Box<bench::modes::Args>),
     /// Compare two runs (bench or attach outputs, profiles): regression triage for pull requests.
     Diff(diff::Args),
 }
@@ -47,14 +46,14 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Attach(args) => profiler::attach::run(&args.into()).map(|()| 0),
         Command::Report(args) => profiler::report::run(&args.into()).map(|()| 0),
-        Command::Bench(args) => bench::modes::run::run(args),
-        Command::Diff(args) => profiler::diff::run::run(&args.into()),
+        Command::Bench(args) => bench::modes::run(*args),
+        Command::Diff(args) => profiler::diff::run(&args.into()),
     };
     match result {
         Ok(code) => ExitCode::from(code),
-        Err(err) if commands::is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) if errors::is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("profiler: error: {}", commands::error_line(&err));
+            eprintln!("profiler: error: {}", errors::error_line(&err));
             ExitCode::from(2)
         }
     }

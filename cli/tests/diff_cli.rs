@@ -98,7 +98,7 @@ fn bad_inputs_give_one_line_and_exit_2() {
 #[test]
 fn folded_and_pprof_of_one_profile_have_the_same_stacks() {
     let dir = tempfile::tempdir().unwrap();
-    let side = profiler::diff::import::from_bytes(&std::fs::read(data().join("base/deals-create/profile.json.gz")).unwrap(), Path::new("p")).unwrap();
+    let side = profiler::compare::import::from_bytes(&std::fs::read(data().join("base/deals-create/profile.json.gz")).unwrap(), Path::new("p")).unwrap();
     let profile = side.tests[0].profile.as_ref().unwrap();
     // Folded without thread names (pprof keeps threads as labels, not frames).
     let options = profiler::profile::folded::Options { include_thread: false, ..Default::default() };
@@ -137,8 +137,8 @@ fn perf_script_samples_match_perf() {
     // perf's own count: one event line per sample (stack lines start with a tab).
     let samples = text.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('\t') && l.contains("cpu-clock")).count() as u64;
     assert!(samples > 20, "perf recorded only {samples} samples");
-    let side = profiler::diff::import::from_bytes(text.as_bytes(), Path::new("perf.txt")).unwrap();
-    assert_eq!(side.kind, profiler::diff::import::InputKind::PerfScript);
+    let side = profiler::compare::import::from_bytes(text.as_bytes(), Path::new("perf.txt")).unwrap();
+    assert_eq!(side.kind, profiler::compare::import::InputKind::PerfScript);
     let profile = side.tests[0].profile.as_ref().unwrap();
     assert_eq!(profile.on_cpu.iter().map(|c| c.count).sum::<u64>(), samples);
     // inferno's collapser puts the command first: every stack starts with `sh`.
@@ -288,7 +288,7 @@ fn overflowing_counts_are_refused() {
     refused(&[&base_file, &write_json(&d.join("requests.json"), &p)], "wire.http.requests = 18446744073709551615");
 
     // pprof: a sample value that takes the total past 2^53.
-    let side = profiler::diff::import::from_bytes(&std::fs::read(&base_file).unwrap(), Path::new("p")).unwrap();
+    let side = profiler::compare::import::from_bytes(&std::fs::read(&base_file).unwrap(), Path::new("p")).unwrap();
     let mut profile = side.tests[0].profile.clone().unwrap();
     profile.on_cpu[0].count = 1 << 62;
     let pprof = d.join("big.pb.gz");

@@ -1,4 +1,4 @@
-//! `profiler bench --overhead --smoke --only json` end to end, for real: throwaway PostgreSQL,
+//! `profiler bench overhead --smoke --only json` end to end, for real: throwaway PostgreSQL,
 //! the app in Docker, one A/B pair per agent mode. Checks the shape of `overhead.json` and
 //! `overhead.md`, that every ratio is its pair's attached req/s over unattached req/s (no
 //! timing assertion: the speed of this shared machine drifts by 25% within a minute, see
@@ -25,7 +25,7 @@ fn overhead_smoke_measures_every_mode_on_json() {
     let status = Command::new(profiler)
         .args([
             "bench",
-            "--overhead",
+            "overhead",
             "--smoke",
             "--only",
             "json",
@@ -36,10 +36,10 @@ fn overhead_smoke_measures_every_mode_on_json() {
         ])
         .arg(out.path())
         .status()
-        .expect("run profiler bench --overhead");
+        .expect("run profiler bench overhead");
     assert!(
         status.success(),
-        "profiler bench --overhead --smoke exited with {status}"
+        "profiler bench overhead --smoke exited with {status}"
     );
 
     let report: Value =

@@ -1,4 +1,4 @@
-//! Scoring of `profiler bench --validate` on hand-made rankings (precision, recall and mean
+//! Scoring of `profiler bench validate` on hand-made rankings (precision, recall and mean
 //! absolute error computed by hand below), the fact table `target-app/switches.toml` checked
 //! against target-app's README (its ground-truth table, which target-app/tests/costs.rs
 //! asserts) and its `Cost` names, and the ranking view read from a real ranking.json.
@@ -216,14 +216,14 @@ fn reads_a_real_ranking_json() {
 #[test]
 fn bad_switch_names_exit_2() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_profiler"))
-        .args(["bench", "--validate", "--skip-build", "--switches", "pool-ping,pool-pong", "--out", "/nonexistent/never-written"])
+        .args(["bench", "validate", "--skip-build", "--switches", "pool-ping,pool-pong", "--out", "/nonexistent/never-written"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("unknown switch `pool-pong`") && err.contains("known: pool-ping,"), "{err}");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_profiler")).args(["bench", "--validate", "--rounds", "0"]).output().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_profiler")).args(["bench", "validate", "--rounds", "0"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--rounds must be at least 1"));
 }

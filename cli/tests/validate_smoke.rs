@@ -1,4 +1,4 @@
-//! `profiler bench --validate --smoke` end to end, for real (root, Docker, PostgreSQL, eBPF):
+//! `profiler bench validate --smoke` end to end, for real (root, Docker, PostgreSQL, eBPF):
 //! `--only json,db --switches pool-ping`, about 2-3 minutes. Checks the files' shape and the
 //! values a person can check without the profiler: pool-ping changes /db's work (README's
 //! ground truth: pings 2 vs 1 per request) and not /json's (no database), so the /db row is
@@ -17,12 +17,12 @@ fn validate_smoke_pool_ping_on_json_and_db() {
     let app = Path::new(profiler).with_file_name("target-app");
     assert!(app.is_file(), "{} missing: build the workspace first (scripts/test does)", app.display());
     let status = Command::new(profiler)
-        .args(["bench", "--validate", "--smoke", "--skip-build", "--only", "json,db", "--switches", "pool-ping"])
+        .args(["bench", "validate", "--smoke", "--skip-build", "--only", "json,db", "--switches", "pool-ping"])
         .args(["--name", "profiler-ci-validate", "--out"])
         .arg(out.path())
         .status()
-        .expect("run profiler bench --validate");
-    assert!(status.success(), "profiler bench --validate --smoke exited with {status}");
+        .expect("run profiler bench validate");
+    assert!(status.success(), "profiler bench validate --smoke exited with {status}");
 
     let v: Value = serde_json::from_str(&std::fs::read_to_string(out.path().join("validation.json")).unwrap()).unwrap();
     let md = std::fs::read_to_string(out.path().join("validation.md")).unwrap();

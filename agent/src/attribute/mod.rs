@@ -62,25 +62,13 @@ pub use layers::{Attribution, LayerRow};
 pub use ranking::{cpu_bound_gain, latency_bound_gain, rank, write_ranking, Bound, Ranking, RankingOptions};
 pub use rules::{RuleError, RuleSet, RulesFileError};
 
-
-/// Number of CPUs in a list like `0`, `1-3`, `0,2-3` (at least 1).
-pub fn cpu_list_len(list: &str) -> u32 {
-    list.split(',')
-        .map(|part| match part.split_once('-') {
-            Some((a, b)) => b.trim().parse::<u32>().unwrap_or(0).saturating_sub(a.trim().parse().unwrap_or(0)) + 1,
-            None => u32::from(!part.trim().is_empty()),
-        })
-        .sum::<u32>()
-        .max(1)
-}
-
 /// The bound of one bench test, from its median measured run: app and PostgreSQL CPU use
 /// against their CPU sets, wrk's connections and mean latency.
 pub fn bench_bound(test: &crate::runs::TestResult, settings: &crate::runs::Settings) -> Bound {
     let m = test.median();
-    let app = (m.app.cpu, f64::from(cpu_list_len(&settings.app_cpus)));
+    let app = (m.app.cpu, f64::from(crate::sys::cpus::list_len(&settings.app_cpus)));
     let db = match (&m.postgres, &settings.pg_cpus) {
-        (Some(u), Some(list)) => Some((u.cpu, f64::from(cpu_list_len(list)))),
+        (Some(u), Some(list)) => Some((u.cpu, f64::from(crate::sys::cpus::list_len(list)))),
         _ => None,
     };
     Bound::classify(app, db, settings.connections, m.wrk.latency.mean_us)

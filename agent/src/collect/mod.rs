@@ -220,7 +220,7 @@ pub struct Collector {
     cpus: u32,
     processes: BTreeMap<u32, Process>,
     /// Executable mappings of the processes of `processes`, recorded while they run.
-    maps: crate::symbolize::ProcessMaps,
+    maps: crate::sys::process_maps::ProcessMaps,
     /// Wire capture ([`Options::wire`]).
     wire: Option<wire::WireCapture>,
     /// `pg_stat_activity` poller ([`Options::db_url`]).
@@ -602,7 +602,7 @@ impl Collector {
 
     /// Remembers `comm`, executable and executable mappings of processes while they exist,
     /// so that processes that exit before the end still have a name in the profile and
-    /// their frames can be symbolized ([`crate::symbolize::ProcessMaps`]).
+    /// their frames can be symbolized ([`crate::sys::process_maps::ProcessMaps`]).
     pub fn note_processes(&mut self, pids: &BTreeSet<u32>) {
         if let Some(wire) = self.wire.as_mut() {
             // New listening ports of the target (best effort: a failed map update only means

@@ -467,7 +467,7 @@ pub struct RawProfile {
     /// files held open: what symbolizes a process that exited before the end. Not
     /// serialized (open file handles of this agent).
     #[serde(skip)]
-    pub maps: crate::symbolize::ProcessMaps,
+    pub maps: crate::sys::process_maps::ProcessMaps,
     /// The kernel's symbols of JIT-compiled BPF programs (`[bpf]` lines of `/proc/kallsyms`:
     /// start address, `bpf_prog_<tag>_<name>`), read before the agent's programs were
     /// unloaded: samples taken inside a BPF program (the agent's own wire and syscall

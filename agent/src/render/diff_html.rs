@@ -15,7 +15,7 @@ use std::path::Path;
 
 use super::diff_md::{called, change, headline, noise, num, section_word, test_title, Called};
 use super::html::{escape, fmt_int, frame_code, inline, page_start, svg_height};
-use crate::diff::compare::{Diff, Normalization, Row, Section, Significance, TestDiff, Verdict};
+use crate::compare::{Diff, Normalization, Row, Section, Significance, TestDiff, Verdict};
 
 /// Rows shown per table; the rest are counted, and all are in `diff.json`.
 pub const MAX_ROWS: usize = 40;
@@ -168,7 +168,7 @@ fn test_section(h: &mut String, t: &TestDiff, diff: &Diff) {
 pub fn diff_page(diff: &Diff, graphs: &[DiffGraphs], out_dir: &Path) -> String {
     let mut h = String::new();
     page_start(&mut h, &format!("profiler diff — {} → {}", diff.base.path, diff.head.path));
-    let side = |x: &crate::diff::compare::SideInfo| {
+    let side = |x: &crate::compare::SideInfo| {
         format!(
             "<code>{}</code> ({}{}{})",
             escape(&x.path),
@@ -237,8 +237,8 @@ pub fn diff_page(diff: &Diff, graphs: &[DiffGraphs], out_dir: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diff::compare::SideInfo;
-    use crate::diff::import::InputKind;
+    use crate::compare::SideInfo;
+    use crate::compare::import::InputKind;
 
     fn row(section: Section, name: &str, base: f64, head: f64, significance: Significance) -> Row {
         Row {

@@ -8,7 +8,7 @@
 
 use std::fmt::Write as _;
 
-use crate::diff::compare::{self, Diff, Normalization, Row, Section, Significance, TestDiff, Verdict};
+use crate::compare::{self, Diff, Normalization, Row, Section, Significance, TestDiff, Verdict};
 
 /// Longest text written, characters (GitHub comments hold at most 65,536).
 pub const MAX_CHARS: usize = 60_000;

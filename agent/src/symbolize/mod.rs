@@ -33,14 +33,13 @@ use blazesym::symbolize::source::{Elf, Kernel, Process, Source};
 use blazesym::symbolize::{Input, Sym, Symbolized, Symbolizer};
 use blazesym::{MaybeDefault, Pid};
 
-use crate::proc_maps;
+use crate::sys::proc_maps;
 use crate::profile::{
     Frame, FrameKind, Profile, RawProfile, RawStack, Stack, StackCount, SCHEMA_VERSION,
 };
 
-pub mod maps;
 
-pub use maps::ProcessMaps;
+use crate::sys::process_maps::ProcessMaps;
 
 /// `Frame::function` of a frame nothing resolved.
 pub const UNKNOWN: &str = "[unknown]";
@@ -361,7 +360,7 @@ fn symbolize_process(
     let unknown = |interner: &mut Interner, addr: u64| {
         vec![interner.get(Frame {
             function: UNKNOWN.to_string(),
-            module: module_of(&maps, addr),
+            module: module_of(maps, addr),
             kind: FrameKind::User,
             inlined: false,
             file: None,

@@ -17,7 +17,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::proc_maps;
+use crate::sys::proc_maps;
 
 /// One executable, file-backed line of `/proc/PID/maps`: `[start, end)` maps the file from
 /// byte `offset`.

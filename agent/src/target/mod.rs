@@ -294,63 +294,24 @@ fn collect_cgroup_procs(dir: &Path, pids: &mut BTreeSet<u32>) -> Result<(), Targ
     Ok(())
 }
 
-/// True when `/proc/PID/stat` exists and the state (field 3) is not zombie (`Z`) or dead
-/// (`X`): an exited child that its parent has not reaped yet is gone for profiling.
+/// True when `/proc/PID/stat` exists and the state is not zombie or dead
+/// ([`crate::sys::stat::ProcStat::is_live`]).
 fn process_is_live(pid: u32) -> bool {
-    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
-    let state = text.rfind(')').and_then(|i| text[i + 1..].split_whitespace().next());
-    !matches!(state, Some("Z" | "X") | None)
+    crate::sys::stat::read(pid).is_some_and(|s| s.is_live())
 }
 
-/// `utime + stime` of `/proc/PID/stat` (fields 14 and 15, `man 5 proc`), in ns.
+/// `utime + stime` of `/proc/PID/stat`, in ns.
 fn process_cpu_ns(pid: u32) -> Option<u64> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // comm (field 2) may contain spaces and parentheses: split after the last ')'.
-    let rest = &text[text.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // `rest` starts at field 3 (state), so field N is at index N - 3.
-    let utime: u64 = fields.get(14 - 3)?.parse().ok()?;
-    let stime: u64 = fields.get(15 - 3)?.parse().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    let ticks = if ticks > 0 { ticks as u64 } else { 100 };
-    Some((utime + stime) * 1_000_000_000 / ticks)
+    crate::sys::stat::read(pid).map(|s| s.cpu_ns())
 }
 
-/// Mount point of the cgroup2 file system, from `/proc/self/mountinfo` (format:
-/// `Documentation/filesystems/proc.rst`, "/proc/<pid>/mountinfo"): `/sys/fs/cgroup` on
-/// unified hosts, `/sys/fs/cgroup/unified` on hybrid ones.
+/// Mount point of the cgroup2 file system ([`crate::sys::cgroup::cgroup2_mount`]).
+///
+/// # Errors
+/// `/proc/self/mountinfo` unreadable, or no cgroup2 file system in it.
 pub fn cgroup2_mount() -> Result<PathBuf, TargetError> {
-    let path = Path::new("/proc/self/mountinfo");
-    let text = fs::read_to_string(path).map_err(io_err(path))?;
-    for line in text.lines() {
-        // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS
-        let Some((left, right)) = line.split_once(" - ") else { continue };
-        if right.split_whitespace().next() == Some("cgroup2") {
-            if let Some(mount_point) = left.split_whitespace().nth(4) {
-                return Ok(PathBuf::from(unescape_mountinfo(mount_point)));
-            }
-        }
-    }
-    Err(TargetError::NoCgroup2)
-}
-
-/// mountinfo escapes space, tab, newline and backslash as `\ooo` octal.
-fn unescape_mountinfo(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\' && i + 3 < bytes.len() && bytes[i + 1..i + 4].iter().all(|b| (b'0'..=b'7').contains(b)) {
-            let v = (bytes[i + 1] - b'0') * 64 + (bytes[i + 2] - b'0') * 8 + (bytes[i + 3] - b'0');
-            out.push(v);
-            i += 4;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    let path = Path::new(crate::sys::cgroup::MOUNTINFO);
+    crate::sys::cgroup::cgroup2_mount().map_err(io_err(path))?.ok_or(TargetError::NoCgroup2)
 }
 
 /// Depth of `dir` below the cgroup2 root `mount` (the root is level 0).
@@ -421,12 +382,6 @@ mod tests {
         assert_eq!(cgroup_level(Path::new("/sys/fs/cgroup/unified"), Path::new("/sys/fs/cgroup/unified")), Some(0));
         assert_eq!(cgroup_level(Path::new("/sys/fs/cgroup/unified"), Path::new("/sys/fs/cgroup/unified/docker/abc")), Some(2));
         assert_eq!(cgroup_level(Path::new("/sys/fs/cgroup/unified"), Path::new("/tmp")), None);
-    }
-
-    #[test]
-    fn mountinfo_octal_escapes() {
-        assert_eq!(unescape_mountinfo(r"/mnt/a\040b"), "/mnt/a b");
-        assert_eq!(unescape_mountinfo("/sys/fs/cgroup"), "/sys/fs/cgroup");
     }
 
     #[test]

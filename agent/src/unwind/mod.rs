@@ -44,7 +44,7 @@ use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{Error as FhError, ExplicitModuleSectionInfo, Module, Unwinder as _};
 use gimli::{BaseAddresses, EhFrame, EhFrameHdr, LittleEndian, UnwindSection};
 
-use crate::proc_maps;
+use crate::sys::proc_maps;
 
 pub use module::{ModuleCache, ModuleData, UnwindInfo};
 

@@ -1,4 +1,4 @@
-//! `profiler bench --overhead`: the agent's cost on target-app, by alternating runs.
+//! `profiler bench overhead`: the agent's cost on target-app, by alternating runs.
 //!
 //! Per test and per agent mode ([`AgentMode`]), `--pairs` pairs of wrk runs: without the agent
 //! (A), then with the agent attached in that mode (B); see [`crate::overhead`]. Writes
@@ -215,7 +215,7 @@ fn mode_footprint(results: &OverheadResults, mode: &str, out: &Path) -> ModeFoot
 impl OverheadReport {
     /// `overhead.md`: the ratio table, the footprint table and how it was made.
     pub fn markdown(&self) -> String {
-        let mut s = String::from("# Agent overhead (`profiler bench --overhead`)\n\n");
+        let mut s = String::from("# Agent overhead (`profiler bench overhead`)\n\n");
         s.push_str(&format!(
             "{} to {}, {} CPUs ({}), kernel {}.\n\n`{}`\n\nratio = req/s with the agent attached / req/s without, of the same A/B pair.\n\n",
             self.results.started_at, self.results.finished_at, self.results.cpus, self.results.cpu_model, self.results.kernel, self.command

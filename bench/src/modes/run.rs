@@ -16,118 +16,12 @@ use anyhow::{bail, Context, Result};
 use crate::load::Test;
 use crate::results::BenchResults;
 use crate::run::{AppTarget, BenchOptions, ProfileHook, ProfileSession, Progress};
-use clap::Parser;
+use super::args::{AppArgs, LoadArgs, OverheadArgs, RunArgs, ServeArgs};
 
 use profiler::collect;
 use profiler::render;
 use profiler::symbolize;
 use profiler::target::Target;
-
-/// Arguments of `profiler bench`.
-#[derive(Debug, Clone, Parser)]
-pub struct Args {
-    /// Output folder. Default is `reports/<UTC date-time>-bench/`.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Tests to run, comma-separated: json, db, queries, deals-list, deals-create. Default is all five.
-    #[arg(long, value_delimiter = ',')]
-    pub only: Vec<Test>,
-    /// Measured runs per test; the median is reported.
-    #[arg(long, default_value_t = 3)]
-    pub runs: u32,
-    /// Length of each measured (and of the profiled) run, s.
-    #[arg(long, default_value_t = 15)]
-    pub duration: u64,
-    /// Warm-up per test, s.
-    #[arg(long, default_value_t = 10)]
-    pub warmup: u64,
-    /// wrk connections. Default is 64, the app's pool size, which keeps the pool busy without
-    /// queueing most requests on it on a 2-CPU machine.
-    #[arg(long, default_value_t = 64)]
-    pub connections: u32,
-    /// wrk threads. Default is the number of CPUs in `--load-cpus`.
-    #[arg(long)]
-    pub threads: Option<u32>,
-    /// CPUs of the app. Default: `0` on a 2-CPU machine, else the first half.
-    #[arg(long)]
-    pub app_cpus: Option<String>,
-    /// CPUs of wrk. Default: `1` on a 2-CPU machine, else the second half.
-    #[arg(long)]
-    pub load_cpus: Option<String>,
-    /// CPUs of PostgreSQL (the throwaway server). Default: the same as `--load-cpus`.
-    #[arg(long)]
-    pub pg_cpus: Option<String>,
-    /// `CRM_COSTS` for the app: `all`, `none`, a list, or `all,-name`.
-    #[arg(long, default_value = "all", value_parser = parse_costs)]
-    pub costs: String,
-    /// Database pool size of the app (the seed's method: 64).
-    #[arg(long, default_value_t = 64)]
-    pub pool_size: u32,
-    /// Container name.
-    #[arg(long, default_value = "navree")]
-    pub name: String,
-    /// Run the app as a pinned process in a cgroup of its own instead of in Docker.
-    #[arg(long)]
-    pub no_docker: bool,
-    /// Use this PostgreSQL database (already seeded) instead of a throwaway server.
-    #[arg(long)]
-    pub database_url: Option<String>,
-    /// The target-app binary. Default: `target-app` beside this `profiler` binary.
-    #[arg(long)]
-    pub app_binary: Option<PathBuf>,
-    /// Do not run `cargo build --release -p target-app` first, and reuse an existing image.
-    #[arg(long)]
-    pub skip_build: bool,
-    /// One short run per test (5 s, 2 s warm-up), the whole run in about 1.5 minutes.
-    #[arg(long)]
-    pub smoke: bool,
-    /// Re-measure the first test at the end and report the difference.
-    #[arg(long)]
-    pub drift: bool,
-    /// No profiled runs (measure only).
-    #[arg(long)]
-    pub no_profile: bool,
-    /// Sampling frequency of the profiled runs, Hz.
-    #[arg(long, default_value_t = 99)]
-    pub frequency: u64,
-    /// Start the database and the app, print the attach command line, wait for Ctrl-C.
-    #[arg(long)]
-    pub serve: bool,
-    /// Extra attribution rules (TOML), added to the built-in catalog and target-app's own
-    /// rules (`target-app/rules.toml`); a layer of the same name replaces the earlier one.
-    #[arg(long)]
-    pub rules: Vec<PathBuf>,
-    /// Shared JWT secret of the app and the load scripts.
-    #[arg(long, default_value = crate::DEFAULT_JWT_SECRET)]
-    pub jwt_secret: String,
-    /// Validate the ranking against target-app's switches instead (`validation.md`,
-    /// `validation.json`; see docs/bench.md): a profiled bench run with `CRM_COSTS=all` and one
-    /// with `none`, then per test alternating runs `all`, `all,-<switch>` (`--rounds`), the app
-    /// restarted before each (`--costs` is ignored). With the defaults (all five tests, eight
-    /// switches, 15 s runs) it takes about 65 minutes; `--runs 1 --duration 5 --warmup 2` about
-    /// 25; `--smoke --only json,db --switches pool-ping` about 2.5.
-    #[arg(long)]
-    pub validate: bool,
-    /// Switches to validate, comma-separated (`--validate`). Default is all eight.
-    #[arg(long, value_delimiter = ',')]
-    pub switches: Vec<String>,
-    /// Alternation rounds of `--validate`: each switch gets one run without it per round,
-    /// between two runs with every cost on.
-    #[arg(long, default_value_t = 3)]
-    pub rounds: u32,
-    /// `--validate` also measures switches on the tests whose work they do not change (a
-    /// control: their gains should be within noise).
-    #[arg(long)]
-    pub measure_absent: bool,
-    /// Measure the agent's overhead instead (`overhead.json`, `overhead.md`): per test, `--pairs`
-    /// alternating runs without and with the agent in each mode (sampling, +offcpu, +syscalls,
-    /// everything). `--duration` is the length of each run; `--smoke` makes it 1 pair of 3 s.
-    #[arg(long)]
-    pub overhead: bool,
-    /// A/B pairs per test and mode for `--overhead`.
-    #[arg(long, default_value_t = 5)]
-    pub pairs: u32,
-}
 
 /// Progress on stderr: one line per step, with its duration when it ends.
 #[derive(Default)]
@@ -194,15 +88,15 @@ impl Drop for AgentSession {
 struct AgentHook {
     frequency_hz: u64,
     rules: Arc<profiler::attribute::RuleSet>,
-    /// Which tracers run (`--overhead` measures each mode; the profiled run has everything).
+    /// Which tracers run (`bench overhead` measures each mode; the profiled run has everything).
     mode: super::overhead::AgentMode,
     /// Also count library calls and lock acquisitions with uprobes (`counters.json`): on for
-    /// the profiled run, off in `--overhead`, whose modes are `profiler attach`'s. Each count
+    /// the profiled run, off in `bench overhead`, whose modes are `profiler attach`'s. Each count
     /// is an `int3` trap: on `/json` the five per request cost about 8% of the app's CPU.
     counters: bool,
     /// Time every BPF program with the kernel's run statistics
     /// ([`collect::Options::bpf_run_stats`]) for `footprint.json` and the agent cost line: on
-    /// for the profiled run, off in `--overhead`, as in `profiler attach`.
+    /// for the profiled run, off in `bench overhead`, as in `profiler attach`.
     bpf_stats: bool,
 }
 
@@ -214,7 +108,7 @@ impl ProfileHook for AgentHook {
             (None, Some(name)) => Target::Container(name.clone()),
             (None, None) => Target::Pid(target.pid),
         };
-        // The profiled run counts every syscall (`--overhead` runs use `profiler attach`'s
+        // The profiled run counts every syscall (`bench overhead` runs use `profiler attach`'s
         // windows). It covers the app's restart: a one-off burst such as the dynamic loader's
         // `newfstatat`s falls in a window or not, and is then scaled x4 or counted 0 (in
         // diff_bench: `newfstatat` 0 -> 0.081 calls/req between two benches of the same app).
@@ -340,17 +234,6 @@ fn workspace_root() -> Option<PathBuf> {
     root.join("Cargo.toml").is_file().then_some(root)
 }
 
-/// The CPUs this process may run on (`sched_getaffinity(2)`), ascending; empty if unknown.
-fn allowed_cpus() -> Vec<u32> {
-    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for this process.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
-        return Vec::new();
-    }
-    // SAFETY: CPU_ISSET reads the set filled above, with an index below CPU_SETSIZE.
-    (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).map(|c| c as u32).collect()
-}
-
 /// Checks a cpuset list (`0`, `1-3`, `0,2-3`, as `taskset -c` and Docker take them) against
 /// `allowed` (not checked when empty), so that a bad list is refused before PostgreSQL and
 /// the app start.
@@ -358,16 +241,7 @@ fn allowed_cpus() -> Vec<u32> {
 /// # Errors
 /// One line naming the flag: not a list, or a CPU this machine does not let us use.
 fn check_cpu_list(flag: &str, list: &str, allowed: &[u32]) -> Result<()> {
-    let bad = || anyhow::anyhow!("{flag} {list}: not a CPU list (like 0, 1-3 or 0,2-3)");
-    let mut cpus = Vec::new();
-    for part in list.split(',') {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        let (a, b): (u32, u32) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
-        if a > b {
-            return Err(bad());
-        }
-        cpus.extend(a..=b.min(a + 4096));
-    }
+    let cpus = profiler::sys::cpus::parse_list(list).ok_or_else(|| anyhow::anyhow!("{flag} {list}: not a CPU list (like 0, 1-3 or 0,2-3)"))?;
     if let Some(cpu) = cpus.iter().find(|c| !allowed.is_empty() && !allowed.contains(c)) {
         let have: Vec<String> = allowed.iter().map(u32::to_string).collect();
         bail!("{flag} {list}: CPU {cpu} is not available here (CPUs {})", have.join(","));
@@ -375,51 +249,56 @@ fn check_cpu_list(flag: &str, list: &str, allowed: &[u32]) -> Result<()> {
     Ok(())
 }
 
-/// The run's settings from the command line (`--smoke`: 1 run of 5 s after 2 s of warm-up).
-pub(crate) fn options(args: &Args) -> Result<BenchOptions> {
+/// The run's settings from the command line (`--smoke`: 1 run of 5 s after 2 s of warm-up);
+/// `mode` names the default output folder, `reports/<UTC date-time>-<mode>/`.
+///
+/// # Errors
+/// A CPU list that is malformed or names a CPU this process may not use; `--runs` or
+/// `--duration` of 0.
+pub(crate) fn options(app: &AppArgs, load: &LoadArgs, costs: &str, mode: &str) -> Result<BenchOptions> {
     let (app_default, load_default) = default_cpus();
-    let app_cpus = args.app_cpus.clone().unwrap_or(app_default);
-    let load_cpus = args.load_cpus.clone().unwrap_or(load_default);
-    let pg_cpus = Some(args.pg_cpus.clone().unwrap_or_else(|| load_cpus.clone()));
-    let allowed = allowed_cpus();
+    let app_cpus = app.app_cpus.clone().unwrap_or(app_default);
+    let load_cpus = app.load_cpus.clone().unwrap_or(load_default);
+    let pg_cpus = Some(app.pg_cpus.clone().unwrap_or_else(|| load_cpus.clone()));
+    let allowed = profiler::sys::cpus::allowed();
     for (flag, list) in [("--app-cpus", &app_cpus), ("--load-cpus", &load_cpus), ("--pg-cpus", pg_cpus.as_ref().unwrap_or(&load_cpus))] {
         check_cpu_list(flag, list, &allowed)?;
     }
-    let threads = args.threads.unwrap_or_else(|| profiler::attribute::cpu_list_len(&load_cpus));
-    let (runs, duration, warmup) = if args.smoke { (1, 5, 2) } else { (args.runs, args.duration, args.warmup) };
+    let threads = load.threads.unwrap_or_else(|| profiler::sys::cpus::list_len(&load_cpus));
+    let (runs, duration, warmup) = if load.smoke { (1, 5, 2) } else { (load.runs, load.duration, load.warmup) };
     if runs == 0 || duration == 0 {
         bail!("--runs and --duration must be at least 1");
     }
-    let app_binary = match &args.app_binary {
+    let app_binary = match &app.app_binary {
         Some(p) => p.clone(),
         None => std::env::current_exe().context("locating the profiler binary")?.with_file_name("target-app"),
     };
-    let out_dir = match &args.out {
+    let out_dir = match &load.out {
         Some(p) => p.clone(),
-        None => PathBuf::from("reports").join(format!("{}-bench", chrono::Utc::now().format("%Y%m%dT%H%M%SZ"))),
+        None => PathBuf::from("reports").join(format!("{}-{mode}", chrono::Utc::now().format("%Y%m%dT%H%M%SZ"))),
     };
     Ok(BenchOptions {
         out_dir,
-        tests: if args.only.is_empty() { Test::ALL.to_vec() } else { args.only.clone() },
+        tests: if load.only.is_empty() { Test::ALL.to_vec() } else { load.only.clone() },
         runs,
         duration: Duration::from_secs(duration),
         warmup: Duration::from_secs(warmup),
-        connections: args.connections,
+        connections: load.connections,
         threads,
         app_cpus,
         load_cpus,
         pg_cpus,
-        costs: args.costs.clone(),
-        pool_size: args.pool_size,
-        name: args.name.clone(),
-        docker: !args.no_docker,
-        database_url: args.database_url.clone(),
+        costs: costs.to_string(),
+        pool_size: app.pool_size,
+        name: app.name.clone(),
+        docker: !app.no_docker,
+        database_url: app.database_url.clone(),
         app_binary,
-        rebuild_image: !args.skip_build,
-        drift: args.drift,
-        jwt_secret: args.jwt_secret.clone(),
-        frequency_hz: args.frequency,
-        smoke: args.smoke,
+        rebuild_image: !app.skip_build,
+        drift: false,
+        jwt_secret: app.jwt_secret.clone(),
+        frequency_hz: load.frequency,
+        smoke: load.smoke,
         request_timeout: Duration::from_secs(10),
     })
 }
@@ -486,72 +365,84 @@ pub(crate) async fn stop_signal() {
     }
 }
 
-/// Checks a `--costs` value with target-app's own parser (`target_app::costs::Costs::parse`),
-/// so that a mistyped name is refused before PostgreSQL and the app are started (the app
-/// would exit with its configuration error, seen only after the bench's 60 s start-up wait).
-///
-/// # Errors
-/// The parser's message, naming the bad entry and the eight known names.
-fn parse_costs(value: &str) -> Result<String, String> {
-    target_app::costs::Costs::parse(value).map(|_| value.to_string()).map_err(|e| e.to_string().replace("CRM_COSTS", "--costs"))
+/// Builds target-app unless `--skip-build` or `--app-binary` says otherwise.
+fn build_unless_skipped(app: &AppArgs, progress: &dyn Progress) -> Result<()> {
+    if !app.skip_build && app.app_binary.is_none() {
+        build_app(progress)?;
+    }
+    Ok(())
 }
 
-/// Runs `profiler bench`. Returns the process exit code (0 clean, 1 failed requests).
-pub fn run(args: Args) -> Result<u8> {
-    if unsafe { libc::geteuid() } != 0 {
-        bail!("profiler bench must run as root (eBPF, Docker and cgroups need it): sudo profiler bench");
-    }
-    if args.validate {
-        return super::validate::run(args);
-    }
-    let opts = options(&args)?;
-    let rules = bench_rules(&args.rules)?;
-    // The output folder is checked before the build and the runs (not for --serve, which
-    // writes nothing); one this run created is removed again if nothing gets measured.
-    let created = match args.serve {
-        true => None,
-        false => Some(profiler::output::prepare_dir(&opts.out_dir).with_context(|| format!("cannot write into {}", opts.out_dir.display()))?),
-    };
+fn bench_runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the async runtime")
+}
+
+/// `profiler bench serve`: starts the database and the app, prints the attach command line on
+/// stdout, and stops both at Ctrl-C or SIGTERM. Returns exit status 0.
+///
+/// # Errors
+/// Bad CPU lists, the build, PostgreSQL or the app failing to start.
+pub fn serve(args: &ServeArgs) -> Result<u8> {
+    let opts = options(&args.app, &LoadArgs::default(), &args.costs, "serve")?;
     let progress = StderrProgress { started: Mutex::new(None) };
-    if !args.skip_build && args.app_binary.is_none() {
-        build_app(&progress)?;
-    }
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the async runtime")?;
-
-    if args.serve {
-        return runtime.block_on(async {
-            let mut env = crate::run::Environment::start(&opts, &progress).await?;
-            // The path of this very binary: `profiler` is usually not on PATH (target/release).
-            let exe = std::env::current_exe().map_or_else(|_| "profiler".to_string(), |p| p.display().to_string());
-            let mut attach = match &env.target.container {
-                Some(name) => format!("sudo {exe} attach --container {name}"),
-                None => format!("sudo {exe} attach --cgroup {}", env.target.cgroup.as_ref().map_or(String::new(), |c| c.display().to_string())),
-            };
-            if env.target.db_port != 5432 {
-                attach.push_str(&format!(" --db-port {}", env.target.db_port));
-            }
-            eprintln!("bench: serving at {}; database {}", env.target.base_url, env.database_url);
-            println!("{attach}");
-            eprintln!("bench: Ctrl-C (or SIGTERM) stops the app and the database");
-            stop_signal().await;
-            env.shutdown().await;
-            Ok(0)
-        });
-    }
-
-    if args.overhead {
-        let mut opts = opts;
-        if args.smoke {
-            opts.duration = Duration::from_secs(3);
-            opts.warmup = Duration::from_secs(1);
+    build_unless_skipped(&args.app, &progress)?;
+    bench_runtime()?.block_on(async {
+        let mut env = crate::run::Environment::start(&opts, &progress).await?;
+        // The path of this very binary: `profiler` is usually not on PATH (target/release).
+        let exe = std::env::current_exe().map_or_else(|_| "profiler".to_string(), |p| p.display().to_string());
+        let mut attach = match &env.target.container {
+            Some(name) => format!("sudo {exe} attach --container {name}"),
+            None => format!("sudo {exe} attach --cgroup {}", env.target.cgroup.as_ref().map_or(String::new(), |c| c.display().to_string())),
+        };
+        if env.target.db_port != 5432 {
+            attach.push_str(&format!(" --db-port {}", env.target.db_port));
         }
-        let pairs = if args.smoke { 1 } else { args.pairs.max(1) };
-        let rules = Arc::new(rules);
-        let frequency_hz = args.frequency;
-        super::overhead::run(&opts, pairs, &runtime, &progress, |mode| Box::new(AgentHook { frequency_hz, rules: rules.clone(), mode, counters: false, bpf_stats: false }))?;
-        return Ok(0);
+        eprintln!("bench: serving at {}; database {}", env.target.base_url, env.database_url);
+        println!("{attach}");
+        eprintln!("bench: Ctrl-C (or SIGTERM) stops the app and the database");
+        stop_signal().await;
+        env.shutdown().await;
+        Ok(0)
+    })
+}
+
+/// `profiler bench overhead`: alternating runs without and with the agent in each
+/// [`super::overhead::AgentMode`]; writes `overhead.json` and `overhead.md`. Returns 0.
+///
+/// # Errors
+/// As [`run`], and an agent that failed to attach.
+pub fn overhead(args: &OverheadArgs) -> Result<u8> {
+    let mut opts = options(&args.app, &args.load, &args.costs, "overhead")?;
+    let rules = Arc::new(bench_rules(&args.load.rules)?);
+    profiler::output::prepare_dir(&opts.out_dir).with_context(|| format!("cannot write into {}", opts.out_dir.display()))?;
+    let progress = StderrProgress { started: Mutex::new(None) };
+    build_unless_skipped(&args.app, &progress)?;
+    if args.load.smoke {
+        opts.duration = Duration::from_secs(3);
+        opts.warmup = Duration::from_secs(1);
     }
-    let hook = AgentHook { frequency_hz: args.frequency, rules: Arc::new(rules.clone()), mode: super::overhead::AgentMode::Everything, counters: true, bpf_stats: true };
+    let pairs = if args.load.smoke { 1 } else { args.pairs.max(1) };
+    let frequency_hz = args.load.frequency;
+    super::overhead::run(&opts, pairs, &bench_runtime()?, &progress, |mode| Box::new(AgentHook { frequency_hz, rules: rules.clone(), mode, counters: false, bpf_stats: false }))?;
+    Ok(0)
+}
+
+/// Runs `profiler bench` (`run`). Returns the process exit code (0 clean, 1 failed requests).
+///
+/// # Errors
+/// Bad CPU lists, an output folder that cannot be written, the build, PostgreSQL, Docker, the
+/// conformance gate or the agent failing, or Ctrl-C (after what was measured is written).
+pub fn run(args: &RunArgs) -> Result<u8> {
+    let mut opts = options(&args.app, &args.load, &args.costs, "bench")?;
+    opts.drift = args.drift;
+    let rules = bench_rules(&args.load.rules)?;
+    // The output folder is checked before the build and the runs; one this run created is
+    // removed again if nothing gets measured.
+    let created = profiler::output::prepare_dir(&opts.out_dir).with_context(|| format!("cannot write into {}", opts.out_dir.display()))?;
+    let progress = StderrProgress { started: Mutex::new(None) };
+    build_unless_skipped(&args.app, &progress)?;
+    let runtime = bench_runtime()?;
+    let hook = AgentHook { frequency_hz: args.load.frequency, rules: Arc::new(rules.clone()), mode: super::overhead::AgentMode::Everything, counters: true, bpf_stats: true };
     let hook_ref: Option<&dyn ProfileHook> = if args.no_profile { None } else { Some(&hook) };
     let results = Arc::new(Mutex::new(BenchResults::default()));
     let outcome = runtime.block_on(async {
@@ -588,9 +479,7 @@ pub fn run(args: Args) -> Result<u8> {
         print!("{}", results.summary_table());
         eprintln!("bench: wrote {}", opts.out_dir.join("index.html").display());
     } else {
-        if let Some(created) = &created {
-            created.remove_if_empty();
-        }
+        created.remove_if_empty();
         eprintln!("bench: nothing was measured; no files written");
     }
     outcome?;
@@ -606,13 +495,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cpu_lists() {
-        assert_eq!(profiler::attribute::cpu_list_len("0"), 1);
-        assert_eq!(profiler::attribute::cpu_list_len("1-3"), 3);
-        assert_eq!(profiler::attribute::cpu_list_len("0,2-3"), 3);
-    }
-
-    #[test]
     fn cpu_lists_are_checked_before_anything_starts() {
         let allowed = [0, 1];
         assert!(check_cpu_list("--app-cpus", "0", &allowed).is_ok());
@@ -625,13 +507,23 @@ mod tests {
         assert_eq!(err("1-0"), "--app-cpus 1-0: not a CPU list (like 0, 1-3 or 0,2-3)");
         assert_eq!(err(""), "--app-cpus : not a CPU list (like 0, 1-3 or 0,2-3)");
         // This machine's own set is what options() checks against.
-        assert!(allowed_cpus().contains(&0));
+        assert!(profiler::sys::cpus::allowed().contains(&0));
+    }
+
+    fn test_app() -> AppArgs {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Defaults {
+            #[command(flatten)]
+            app: AppArgs,
+        }
+        Defaults::parse_from(["bench"]).app
     }
 
     #[test]
     fn smoke_settings() {
-        let args = Args::parse_from(["bench", "--smoke", "--only", "json,db"]);
-        let o = options(&args).unwrap();
+        let load = LoadArgs { smoke: true, only: vec![Test::Json, Test::Db], ..LoadArgs::default() };
+        let o = options(&test_app(), &load, "all", "bench").unwrap();
         assert_eq!((o.runs, o.duration.as_secs(), o.warmup.as_secs()), (1, 5, 2));
         assert_eq!(o.tests, vec![Test::Json, Test::Db]);
     }

@@ -1,4 +1,4 @@
-//! `profiler bench --validate`: proves the ranking against target-app's eight switches.
+//! `profiler bench validate`: proves the ranking against target-app's eight switches.
 //!
 //! Three phases, each in an environment of its own (a throwaway PostgreSQL and the app):
 //! 1. `profiler bench` with `CRM_COSTS=all` into `<out>/all/`: per test the measured runs and
@@ -34,7 +34,7 @@ use crate::load::Test;
 use crate::validate::{GainOptions, GainPlan, TestGains};
 use serde::{Deserialize, Serialize};
 
-use super::run::Args;
+use super::args::{AppArgs, LoadArgs, RunArgs, ValidateArgs};
 
 /// The fact table `target-app/switches.toml` (which test each switch changes, and the cost id
 /// the ranking gives it), embedded at build time.
@@ -500,31 +500,28 @@ fn read_rankings(dir: &Path, tests: &[Test], label: &str, missing: &mut Vec<Stri
     out
 }
 
-/// Runs `profiler bench --validate` (see the module docs). Returns the exit code: 0, or 1 when
+/// Runs `profiler bench validate` (see the module docs). Returns the exit code: 0, or 1 when
 /// any request failed in any phase.
 ///
 /// # Errors
 /// Bad `--switches`, a bench phase that failed (no PostgreSQL, conformance gate, ...), an
 /// interrupted run, or outputs that could not be written.
-pub fn run(args: Args) -> Result<u8> {
+pub fn run(args: &ValidateArgs) -> Result<u8> {
     let started = Instant::now();
     let started_at = chrono::Utc::now();
     let table = switch_table().map_err(anyhow::Error::msg)?;
     let switches = select_switches(&table, &args.switches).map_err(anyhow::Error::msg)?;
-    let tests: Vec<Test> = if args.only.is_empty() { Test::ALL.to_vec() } else { args.only.clone() };
+    let tests: Vec<Test> = if args.load.only.is_empty() { Test::ALL.to_vec() } else { args.load.only.clone() };
     if args.rounds == 0 {
         bail!("--rounds must be at least 1");
     }
-    if args.serve || args.overhead || args.no_profile {
-        bail!("--validate runs its own profiled runs and gain runs: it cannot be combined with --serve, --overhead or --no-profile");
-    }
-    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("reports").join(format!("{}-validate", started_at.format("%Y%m%dT%H%M%SZ"))));
+    let out = args.load.out.clone().unwrap_or_else(|| PathBuf::from("reports").join(format!("{}-validate", started_at.format("%Y%m%dT%H%M%SZ"))));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let mut exit = 0u8;
 
     // Phase 3's plan first, to state the time up front.
     let plans = gain_plans(&table, &switches, &tests, args.measure_absent);
-    let bench_opts = super::run::options(&Args { costs: "all".into(), ..args.clone() })?;
+    let bench_opts = super::run::options(&args.app, &args.load, "all", "validate")?;
     let g = GainOptions {
         rounds: args.rounds,
         duration: bench_opts.duration,
@@ -540,11 +537,17 @@ pub fn run(args: Args) -> Result<u8> {
     );
 
     // Phases 1 and 2: profiled bench runs with all and none.
-    let mut skip_build = args.skip_build;
+    let mut skip_build = args.app.skip_build;
     for costs in ["all", "none"] {
         eprintln!("validate: profiler bench with CRM_COSTS={costs} into {}", out.join(costs).display());
-        let bench_args = Args { validate: false, costs: costs.into(), out: Some(out.join(costs)), no_profile: false, skip_build, ..args.clone() };
-        exit = exit.max(super::run::run(bench_args).with_context(|| format!("the CRM_COSTS={costs} bench run"))?);
+        let bench_args = RunArgs {
+            app: AppArgs { skip_build, ..args.app.clone() },
+            load: LoadArgs { out: Some(out.join(costs)), ..args.load.clone() },
+            costs: costs.into(),
+            drift: false,
+            no_profile: false,
+        };
+        exit = exit.max(super::run::run(&bench_args).with_context(|| format!("the CRM_COSTS={costs} bench run"))?);
         skip_build = true;
     }
 
