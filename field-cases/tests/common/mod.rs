@@ -101,7 +101,13 @@ pub struct App {
     pub addr: SocketAddr,
     /// Its pid.
     pub pid: u32,
+    /// Held while the app lives: one app at a time in a test binary (cargo runs its tests on
+    /// parallel threads). Each pins its app and wrk to their CPUs, and its shares are compared
+    /// with figures perf measured with nothing else loading the machine.
+    _alone: std::sync::MutexGuard<'static, ()>,
 }
+
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl App {
     /// Starts the app with 2 workers on a free loopback port; stdout goes to /dev/null.
@@ -120,6 +126,7 @@ impl App {
     }
 
     fn start_full(workers: usize, database_url: Option<&str>) -> App {
+        let alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let bin = release_bin("field-cases");
         let mut cmd = Command::new(&bin);
         if let Some(url) = database_url {
@@ -161,7 +168,7 @@ impl App {
             }
         };
         let pid = child.id();
-        App { child, addr, pid }
+        App { child, addr, pid, _alone: alone }
     }
 
     /// `http://ADDR/route`.
@@ -344,11 +351,6 @@ pub fn profile(app: &App, route: &str, secs: u64, extra: &[&str]) -> Profiled {
 /// [`profile`] with one wrk per route, all at once (4 connections each when there are
 /// several); [`Profiled::wrk`] is the first route's, the second value every route's.
 pub fn profile_routes(app: &App, routes: &[&str], secs: u64, extra: &[&str]) -> (Profiled, Vec<WrkResult>) {
-    // One profile at a time in a test binary (cargo runs its tests on parallel threads): each
-    // pins its app and wrk to their CPUs, and its shares are compared with figures perf
-    // measured with nothing else loading the machine.
-    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let profiler = release_bin("profiler");
     let out = tempfile::Builder::new().prefix("field-cases-profile-").tempdir().expect("tempdir");
     let dir = out.path().join("out");
