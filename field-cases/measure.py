@@ -59,8 +59,10 @@ DETAIL = {
 
 
 # Named shares of on-CPU samples per route: (label, "self" = sum of self % of the matching
-# symbols in `perf report --no-children`, or "children" = the largest children % of a matching
-# symbol in `perf report --children`, regex on the symbol).
+# symbols in `perf report --no-children`, "children" = the largest children % of a matching
+# symbol in `perf report --children`, "chain" = % of the samples of `perf script` with a
+# matching symbol anywhere in their call chain, or "leaf" = % of them whose leaf symbol
+# matches; regex on the symbol).
 SHARES = {
     "regex": [("regex crates self", "self", r"^(regex_automata|regex_syntax|regex)::|^<regex_(automata|syntax)"),
               ("Regex::new children", "children", r"^regex::regex::string::Regex::new$"),
@@ -75,7 +77,11 @@ SHARES = {
     "brotli": [("brotli self", "self", r"^(<)?brotli(_decompressor)?::"),
                ("brotli_compress children", "children", r"^field_cases::brotli_compress$"),
                ("hq (zopfli) self", "self", r"^brotli::enc::backward_references::hq::"),
-               ("memset self", "self", r"memset")],
+               ("memset self", "self", r"memset"),
+               ("hq (zopfli) on the stack", "chain", r"^brotli::enc::backward_references::hq::"),
+               # The zeroing of the encoder's tables (memset, and the kernel clearing the
+               # pages it faults in): its share follows the heap's state, not the encoder.
+               ("page zeroing leaf", "leaf", r"^(__memset|clear_page)")],
     "json": [("from_reader children", "children", r"^serde_json::de::from_reader$"),
              ("serde_json from_trait children", "children", r"^serde_json::de::from_trait$"),
              ("libc read children", "children", r"^(read|__GI___libc_read|__libc_read)$"),
@@ -90,19 +96,42 @@ KIND = {"regex": "regex", "mutex": "mutex", "no-lock": "mutex", "hash": "hash", 
         "json": "json", "log": "log", "sleep": "sleep"}
 
 
-def shares(route, self_rep, child_rep):
+def script_samples(text):
+    """The call chains of `perf script -F comm,tid,ip,sym` output: one list of symbols per
+    sample, leaf first."""
+    samples, cur = [], None
+    for line in text.splitlines():
+        if not line.strip():
+            if cur is not None:
+                samples.append(cur)
+            cur = None
+        elif cur is None:
+            cur = []  # the sample's header: comm and tid
+        else:
+            parts = line.strip().split(None, 1)
+            cur.append(parts[1] if len(parts) > 1 else "[unknown]")
+    if cur is not None:
+        samples.append(cur)
+    return samples
+
+
+def shares(route, self_rep, child_rep, script):
     kind = next((v for k, v in KIND.items() if k in route), None)
     if not kind:
         return {}
     srows = perf_shares(self_rep)
     crows = perf_shares(child_rep)
+    chains = script_samples(script)
     out = {}
     for label, mode, pat in SHARES[kind]:
         if pat == "KERNEL":
             out[label] = round(sum(p for p, _, s in srows if s in KSYMS), 2)
             continue
         rx = re.compile(pat)
-        if mode == "self":
+        if mode in ("chain", "leaf"):
+            hit = [c for c in chains if (any(rx.search(f) for f in c) if mode == "chain" else (c and rx.search(c[0])))]
+            out[label] = round(100.0 * len(hit) / max(len(chains), 1), 2)
+        elif mode == "self":
             out[label] = round(sum(p for p, _, s in srows if rx.search(s)), 2)
         else:
             out[label] = max((c for c, _, s in crows if rx.search(s)), default=0.0)
@@ -282,7 +311,9 @@ def measure(route, outdir):
         m = re.search(r"# Samples: (\S+)\s+of event '([^']+)'", self_rep)
         res["perf_samples"] = m.group(1) if m else None
         res["perf_event"] = m.group(2) if m else None
-        res["perf_shares"] = shares(route, self_rep, child_rep)
+        script = subprocess.run(["perf", "script", "-i", data, "-F", "comm,tid,ip,sym"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
+        res["perf_shares"] = shares(route, self_rep, child_rep, script)
         res["perf_self_top"] = [(p, s) for p, _, s in perf_shares(self_rep)[:25]]
         res["perf_children_top"] = [(c, s, sf) for c, sf, s in perf_shares(child_rep)[:40]]
         # 3. strace -c

