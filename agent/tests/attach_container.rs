@@ -7,6 +7,8 @@
 //! binary and the libraries `ldd` lists. The container runs with `--network host` and is
 //! removed afterwards, as is the image.
 
+use test_support::{skip_unless, Need};
+
 mod attach_support;
 
 use std::os::unix::fs::MetadataExt;
@@ -62,6 +64,9 @@ impl Drop for Container {
 
 #[test]
 fn on_cpu_shares_by_container_name() {
+    if skip_unless(&[Need::Root, Need::Docker]) {
+        return;
+    }
     let exe = example("ka_two_hot_functions");
     build_image(&exe);
     let name = format!("profiler-attach-test-{}", std::process::id());

@@ -2,6 +2,8 @@
 //! off-CPU time recorded on stacks through that function must be within 10 % of 1 s, in
 //! 20 waits. Addresses are checked with the ELF symbol table and `/proc/PID/maps`.
 
+use test_support::{skip_unless, Need};
+
 mod attach_support;
 
 use attach_support::{example, first_frame_in, function_ranges, Spawned};
@@ -10,6 +12,9 @@ use profiler::target::Target;
 
 #[test]
 fn sleeps_add_up_to_one_second() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let exe = example("ka_known_sleeps");
     let mut child = Spawned::new(&exe, &["20", "50"]);
     assert_eq!(child.read_line(), "ready");
@@ -42,6 +47,9 @@ fn sleeps_add_up_to_one_second() {
 
 #[test]
 fn open_wait_is_counted_up_to_the_end() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     // One 3 s sleep, the run ends after about 1 s: the open wait counts ~1 s.
     let exe = example("ka_known_sleeps");
     let mut child = Spawned::new(&exe, &["1", "3000"]);

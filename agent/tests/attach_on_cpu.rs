@@ -7,6 +7,8 @@
 //! These tests pin the kernel-side frame-pointer sampler (`Unwind::Fp`, `on_cpu_sample`),
 //! which is what they are the known answers for.
 
+use test_support::{skip_unless, Need};
+
 mod attach_support;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,6 +38,9 @@ fn shares(profile: &profiler::profile::RawProfile, ranges: &[std::ops::Range<u64
 
 #[test]
 fn on_cpu_shares_by_pid_match_construction() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let exe = example("ka_two_hot_functions");
     let mut child = Spawned::new(&exe, &["30"]);
     assert_eq!(child.read_line(), "ready");
@@ -76,6 +81,9 @@ fn on_cpu_shares_by_pid_match_construction() {
 
 #[test]
 fn early_stop_still_drains_what_was_collected() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let exe = example("ka_two_hot_functions");
     // Interrupted by the stop flag (Ctrl-C) after about one second.
     let mut child = Spawned::new(&exe, &["30"]);

@@ -7,6 +7,8 @@
 //! a thread sleeping 600 ms at a time (longer than a window) must never lend a call's start
 //! to a later window.
 
+use test_support::{skip_unless, Need};
+
 mod attach_support;
 
 use attach_support::{example, Spawned};
@@ -21,6 +23,9 @@ const N: u64 = 12_345;
 
 #[test]
 fn getppid_count_is_exact() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let mut child = Spawned::new(&example("ka_n_syscalls"), &[&N.to_string()]);
     assert_eq!(child.read_line(), "ready");
     let target = Target::Pid(child.pid()).resolve().expect("resolve pid");
@@ -59,6 +64,9 @@ fn getppid_count_is_exact() {
 
 #[test]
 fn errors_and_eagain_are_counted_apart() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     // The test process itself is the target: a nonblocking read of an empty pipe returns
     // -EAGAIN, a close of a bad fd returns -EBADF.
     let target = Target::Pid(std::process::id()).resolve().unwrap();
@@ -96,6 +104,9 @@ fn errors_and_eagain_are_counted_apart() {
 /// counting in 4 windows.
 #[test]
 fn windowed_counts_estimate_the_run() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     const PACE: Duration = Duration::from_micros(50);
     let stop = Arc::new(AtomicBool::new(false));
     let calls = Arc::new(AtomicU64::new(0));
@@ -169,6 +180,9 @@ fn windowed_counts_estimate_the_run() {
 /// numbers in `syscalls.bpf.c`, its sleeps showed up at about 1.2 s).
 #[test]
 fn calls_spanning_windows_are_not_counted() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let sleeper = {
         let stop = stop.clone();

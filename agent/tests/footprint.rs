@@ -6,6 +6,8 @@
 //! time ([`exclusive`]): the other tests of a binary run on threads of the same process.
 //! Needs root (BPF).
 
+use test_support::{skip_unless, Need};
+
 mod attach_support;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,6 +35,9 @@ fn collect_3s() -> (RawProfile, u64) {
 
 #[test]
 fn footprint_counts_the_agent_threads_apart_from_the_rest_of_the_process() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let _alone = exclusive();
     // 1. Nothing else runs in this process: the agent's threads are all of its CPU.
     let (profile, _) = collect_3s();
@@ -86,6 +91,9 @@ fn footprint_counts_the_agent_threads_apart_from_the_rest_of_the_process() {
 /// 4,999 x CPUs x 3 s (plus 10%) times, and at least as often as it kept a sample.
 #[test]
 fn footprint_times_each_bpf_program_by_the_kernel_s_run_statistics() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let _alone = exclusive();
     let (profile, _) = collect_3s();
     let f = profile.meta.footprint.as_ref().expect("footprint");

@@ -6,6 +6,8 @@
 //! examples), which also prints the addresses it sees of itself, as a cross-check of the
 //! ELF + maps arithmetic.
 
+use test_support::{skip_unless, Need};
+
 mod attach_support;
 
 use std::collections::HashMap;
@@ -129,6 +131,9 @@ fn names(profile: &Profile, stack: u32) -> Vec<(String, FrameKind, bool)> {
 
 #[test]
 fn user_and_kernel_frames_get_full_names() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let target = spawn_target();
     let pid = target.child.id();
     // Ground truth from the symbol table; the mangled (legacy) names spell the paths:
@@ -324,6 +329,9 @@ fn unknown_addresses_and_exited_processes() {
 /// symbol table and `/proc/PID/maps`, read while the process lived.
 #[test]
 fn exited_process_is_symbolized_from_its_recorded_mappings() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("symbolize_target");
     std::fs::copy(target_binary(), &copy).unwrap();

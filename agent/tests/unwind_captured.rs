@@ -6,6 +6,8 @@
 //! table of this test binary (not the symbolizer), then the same stack is cut short, filled
 //! with garbage and "executed" from anonymous memory: partial stacks, marked, no wrong frame.
 
+use test_support::{skip_unless, Need};
+
 mod attach_support;
 
 use std::arch::asm;
@@ -91,6 +93,9 @@ fn in_range(addr: u64, r: &Range<u64>) -> bool {
 
 #[test]
 fn captured_stack_unwinds_through_known_callers_to_the_thread_start() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let c = capture();
     let r = ranges();
     for mode in [Mode::Dwarf, Mode::Auto] {
@@ -128,6 +133,9 @@ fn captured_stack_unwinds_through_known_callers_to_the_thread_start() {
 
 #[test]
 fn garbage_stack_gives_the_leaf_and_no_invented_frame() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let c = capture();
     let garbage = vec![0x41u8; 4096];
     let mut unwinder = Unwinder::new(Mode::Dwarf);
@@ -143,6 +151,9 @@ fn garbage_stack_gives_the_leaf_and_no_invented_frame() {
 
 #[test]
 fn anonymous_executable_memory_stops_dwarf_and_falls_back_to_frame_pointers_in_auto() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let c = capture();
     // SAFETY: a fresh private anonymous mapping, never executed.
     let page = unsafe {

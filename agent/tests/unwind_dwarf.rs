@@ -13,6 +13,8 @@
 //! Frames are attributed with the ELF symbol table of the program and `/proc/PID/maps` (not
 //! the symbolizer); the symbolizer's truncation rule decides "reaches the thread start".
 
+use test_support::{skip_unless, Need};
+
 mod attach_support;
 
 use std::ops::Range;
@@ -108,6 +110,9 @@ fn two_hot_figures(raw: &RawProfile, ranges: &[Range<u64>]) -> (f64, f64, f64, f
 
 #[test]
 fn two_hot_functions_without_frame_pointers() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let (_dir, exe) = build("two_hot", false);
     let mut child = Spawned::new(&exe, &["60"]);
     assert_eq!(child.read_line(), "ready");
@@ -184,6 +189,9 @@ fn leaf_in_libc(user: &[&profiler::profile::Frame]) -> bool {
 
 #[test]
 fn glibc_syscall_wrappers_keep_their_rust_callers() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let (_dir, exe) = build("syscall_wrapper", true);
     let mut child = Spawned::new(&exe, &["60"]);
     assert_eq!(child.read_line(), "ready");

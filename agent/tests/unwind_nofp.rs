@@ -14,6 +14,7 @@ use std::time::Duration;
 use attach_support::{functions, has_fp_prologue};
 use profiler::collect::{self, Options, StopReason, Unwind};
 use profiler::target::Target;
+use test_support::{skip_unless, Need};
 
 /// Frequency of the known-answer runs: prime and far from multiples of the 250 Hz scheduler
 /// tick (as in `attach_on_cpu`), high enough for about 1,000 samples per run even when the
@@ -50,6 +51,9 @@ fn symbol_range(binary: &Path, name: &str) -> Range<u64> {
 /// pointers where it matters, besides objdump.
 #[test]
 fn known_answer_two_hot_functions_without_frame_pointers() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let exe = build_ka_nofp(dir.path());
     let hot = ["profiler_ka_hot_75", "profiler_ka_hot_25"];

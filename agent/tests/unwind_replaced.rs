@@ -12,6 +12,8 @@
 //! would give (an instruction pointer inside the mapping, the stack pointer of the copied
 //! stack); the stack is taken from the live process's `/proc/PID/mem`.
 
+use test_support::{skip_unless, Need};
+
 mod attach_support;
 
 use std::io::Write;
@@ -54,6 +56,9 @@ fn sample(pid: u32, ip: u64) -> Sample<'static> {
 
 #[test]
 fn binary_replaced_and_reexecuted_is_noticed() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let app = dir.path().join("app");
     std::fs::copy("/usr/bin/dash", &app).expect("copying dash (the test needs /usr/bin/dash)");
@@ -142,6 +147,9 @@ impl Drop for Shell {
 
 #[test]
 fn binary_without_eh_frame_stops_the_walk_and_stripped_binary_still_unwinds() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let no_cfi = dir.path().join("nocfi");
     let stripped = dir.path().join("stripped");

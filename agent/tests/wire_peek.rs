@@ -8,6 +8,8 @@
 //! connection. Checked: the capture decodes exactly `REQUESTS` requests and responses of
 //! `GET /peek`, and counts each peek in `other_calls`.
 
+use test_support::{skip_unless, Need};
+
 mod attach_support;
 
 use std::io::{Read, Write};
@@ -36,6 +38,9 @@ fn serve(listener: TcpListener) {
 
 #[test]
 fn peeked_bytes_are_captured_once() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().unwrap().port();
     // Attach first: the agent reads the target's listening ports when it starts.

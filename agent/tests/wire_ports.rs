@@ -7,6 +7,8 @@
 //! HTTP of the target; after the refresh, `REQUESTS` requests on a keep-alive connection are
 //! decoded, each once, with their statuses.
 
+use test_support::{skip_unless, Need};
+
 mod attach_support;
 
 use std::collections::BTreeSet;
@@ -31,6 +33,9 @@ fn serve(listener: TcpListener) {
 
 #[test]
 fn a_port_opened_after_attach_is_captured_after_the_refresh() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let pid = std::process::id();
     let target = Target::Pid(pid).resolve().expect("resolve own pid");
     let options = Options { frequency_hz: 49, offcpu: false, syscalls: false, unwind: Unwind::Fp, wire: true, ..Default::default() };

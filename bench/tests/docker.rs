@@ -1,6 +1,7 @@
 //! The offline image build and a host-network container, against the real Docker engine
 //! (started by scripts/setup; CI runs this as root).
 
+use test_support::{skip_unless, Need};
 use std::path::Path;
 use std::time::Duration;
 
@@ -8,6 +9,9 @@ use bench::docker::{self, RunSpec};
 
 #[tokio::test]
 async fn an_imported_rootfs_runs_as_a_container_on_the_host_network() {
+    if skip_unless(&[Need::Root, Need::Docker]) {
+        return;
+    }
     let d = docker::connect().await.expect("the Docker engine must run (scripts/setup starts it)");
     // /bin/sleep is dynamically linked: the image holds it, libc and the loader, nothing else.
     let image = docker::build_image(&d, Path::new("/bin/sleep"), "/bin/sleep", "profiler-test-sleep", "t1").await.unwrap();

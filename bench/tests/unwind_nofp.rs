@@ -39,6 +39,8 @@
 //!   interrupt-disabled sections land, read 17.01 % (fp) and 14.33 % (dwarf) in one run and
 //!   15.55 % and 15.45 % in another.
 
+use test_support::{skip_unless, Need};
+
 #[path = "../../agent/tests/attach_support/mod.rs"]
 mod attach_support;
 mod app_support;
@@ -391,6 +393,9 @@ fn overdispersion(names: &[&String], sides: [&[SelfCounts]; 2]) -> f64 {
 
 #[test]
 fn nofp_target_app_with_dwarf_matches_fp_build_with_fp() {
+    if skip_unless(&[Need::Root, Need::Wrk]) {
+        return;
+    }
     for tool in ["objdump", "taskset", "wrk"] {
         assert!(Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().is_ok_and(|o| o.status.success()), "{tool} is not installed");
     }

@@ -8,6 +8,8 @@
 //! Needs `target/release/target-app` beside the test's `profiler` binary
 //! (`cargo build --release -p target-app`).
 
+use test_support::{skip_unless, Need};
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
@@ -180,6 +182,9 @@ fn db_run(pg: &bench::pg::TempPostgres, db_url: &str, costs: &str) -> (Profile, 
 
 #[test]
 fn db_requests_round_trips_and_pings_match_the_ground_truth() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let started = Instant::now();
     let pg = bench::pg::TempPostgres::start().expect("postgres");
     let url = pg.create_seeded_db("crm").expect("seed");
@@ -222,6 +227,9 @@ fn db_requests_round_trips_and_pings_match_the_ground_truth() {
 /// them back the same text: one shape, N executions, none left without text.
 #[test]
 fn postgres_on_any_port_and_statements_prepared_before_attach() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     const N: u64 = 200;
     let pg = bench::pg::TempPostgres::start().expect("postgres");
     assert_ne!(pg.port(), 5432, "the test needs PostgreSQL on a port the agent is not told");
@@ -314,6 +322,9 @@ fn has_set_config(p: &Profile) -> bool {
 
 #[test]
 fn deal_inserts_round_trips_and_set_config_match_the_ground_truth() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let pg = bench::pg::TempPostgres::start().expect("postgres");
     let url = pg.create_seeded_db("crm").expect("seed");
 

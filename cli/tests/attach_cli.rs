@@ -2,6 +2,8 @@
 //! for 2 s, the rendered files are written, the folded stacks give the known shares; bad
 //! targets give one clear error line and exit status 2.
 
+use test_support::{skip_unless, Need};
+
 #[path = "../../agent/tests/attach_support/mod.rs"]
 mod attach_support;
 
@@ -15,6 +17,9 @@ fn profiler() -> Command {
 
 #[test]
 fn attach_by_pid_writes_the_report() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let mut child = Spawned::new(&example("ka_two_hot_functions"), &["30"]);
     assert_eq!(child.read_line(), "ready");
     let out = tempfile::tempdir().unwrap();
@@ -61,6 +66,9 @@ fn attach_by_pid_writes_the_report() {
 
 #[test]
 fn bad_targets_fail_with_one_line() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let output = profiler().args(["attach", "--pid", "4294967290", "--duration", "1"]).output().unwrap();
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -83,6 +91,9 @@ fn bad_targets_fail_with_one_line() {
 
 #[test]
 fn sigterm_writes_what_was_collected() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let mut child = Spawned::new(&example("ka_two_hot_functions"), &["30"]);
     assert_eq!(child.read_line(), "ready");
     let out = tempfile::tempdir().unwrap();
@@ -132,6 +143,9 @@ fn an_unwritable_out_fails_before_collecting() {
 /// its `/proc/PID/maps` is gone). Known answer: the 75/25 split of `ka_two_hot_functions`.
 #[test]
 fn a_target_that_exits_mid_run_keeps_its_names() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let mut child = Spawned::new(&example("ka_two_hot_functions"), &["3"]);
     assert_eq!(child.read_line(), "ready");
     let out = tempfile::tempdir().unwrap();
@@ -198,6 +212,9 @@ fn not_root_fails_with_one_line_and_leaves_no_folder() {
 /// `--duration 0` runs until Ctrl-C: that is its planned end, so the profile is not partial.
 #[test]
 fn an_unbounded_run_ended_by_ctrl_c_is_complete() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let mut child = Spawned::new(&example("ka_two_hot_functions"), &["30"]);
     assert_eq!(child.read_line(), "ready");
     let out = tempfile::tempdir().unwrap();

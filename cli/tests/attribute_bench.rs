@@ -11,6 +11,8 @@
 //! PostgreSQL and wrk, like `bench_smoke.rs`; `scripts/test` builds `target-app` beside
 //! `profiler` first.
 
+use test_support::{skip_unless, Need};
+
 use std::path::Path;
 use std::process::Command;
 
@@ -118,6 +120,9 @@ fn shape_executions(d: &Value, needle: &str) -> f64 {
 
 #[test]
 fn bench_ranking_matches_the_ground_truth_with_all_costs_and_names_none_without() {
+    if skip_unless(&[Need::Root, Need::Docker]) {
+        return;
+    }
     let all = tempfile::tempdir().unwrap();
     bench("all", "db,deals-create", all.path());
     let none = tempfile::tempdir().unwrap();

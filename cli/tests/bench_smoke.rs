@@ -7,6 +7,8 @@
 //! could both pick it and the second would measure the first one's app; and both pin their app
 //! and load to the same CPUs.
 
+use test_support::{skip_unless, Need};
+
 use std::path::Path;
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
@@ -21,6 +23,9 @@ fn one_bench() -> MutexGuard<'static, ()> {
 
 #[test]
 fn bench_smoke_measures_and_profiles_all_five_tests() {
+    if skip_unless(&[Need::Root, Need::Docker]) {
+        return;
+    }
     let _bench = one_bench();
     let out = tempfile::tempdir().unwrap();
     let profiler = env!("CARGO_BIN_EXE_profiler");
@@ -158,6 +163,9 @@ fn an_unwritable_out_and_an_early_stop_leave_no_folder() {
 /// the test's folder, marked partial, and results.json says the profiled run did not finish.
 #[test]
 fn a_bench_stopped_in_its_profiled_run_keeps_the_partial_profile() {
+    if skip_unless(&[Need::Root, Need::Docker]) {
+        return;
+    }
     let _bench = one_bench();
     use std::io::{BufRead, BufReader};
     let out = tempfile::tempdir().unwrap();

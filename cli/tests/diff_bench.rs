@@ -17,6 +17,8 @@
 //! covers a third more CPU per request with the two sides' spreads on top. `/json` under a fixed wrk load moved 67k -> 50k -> 66k req/s within a
 //! minute on the same app process.
 
+use test_support::{skip_unless, Need};
+
 use std::path::Path;
 use std::process::Command;
 
@@ -66,6 +68,9 @@ fn describe(rows: &Value) -> String {
 
 #[test]
 fn diff_names_the_double_parse_and_says_no_change_for_the_same_code() {
+    if skip_unless(&[Need::Root, Need::Docker]) {
+        return;
+    }
     let profiler = env!("CARGO_BIN_EXE_profiler");
     let app = Path::new(profiler).with_file_name("target-app");
     assert!(app.is_file(), "{} missing: build the workspace first (scripts/test does)", app.display());

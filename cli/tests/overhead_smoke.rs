@@ -7,6 +7,8 @@
 //! them, wire data only in `everything`) and that the footprint was recorded. Runs as root in
 //! CI (scripts/test builds the workspace first, so `target-app` sits beside `profiler`).
 
+use test_support::{skip_unless, Need};
+
 use std::path::Path;
 use std::process::Command;
 
@@ -14,6 +16,9 @@ use serde_json::Value;
 
 #[test]
 fn overhead_smoke_measures_every_mode_on_json() {
+    if skip_unless(&[Need::Root, Need::Docker]) {
+        return;
+    }
     let out = tempfile::tempdir().unwrap();
     let profiler = env!("CARGO_BIN_EXE_profiler");
     let app = Path::new(profiler).with_file_name("target-app");

@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Instant;
 
+use test_support::{skip_unless, Need};
+
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/profile-pr")
 }
@@ -36,11 +38,6 @@ fn git(dir: &Path, args: &[&str]) {
         .output()
         .unwrap();
     assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
 }
 
 /// A port nothing listens on now.
@@ -71,8 +68,8 @@ fn service_repo(dir: &Path) -> PathBuf {
 
 #[test]
 fn the_diff_of_a_pull_request_names_its_known_cost() {
-    if !is_root() {
-        eprintln!("profile_pr: not root: scripts/profile-pr attaches eBPF programs, run it with sudo scripts/test");
+    // scripts/profile-pr attaches eBPF programs.
+    if skip_unless(&[Need::Root, Need::Wrk]) {
         return;
     }
     let started = Instant::now();
@@ -167,7 +164,7 @@ fn bad_input_gives_one_line_and_exit_2() {
         assert!(stderr.lines().count() == 1 && stderr.starts_with(&format!("profile-pr: error: {line}")), "{args:?}: {stderr}");
     }
     // Checks that need a root shell come after these; the revision and --out checks too.
-    if is_root() {
+    if Need::Root.met() {
         for (extra, line) in [
             (vec!["--load", "true", "--base", "no-such-rev"], "--base 'no-such-rev' is not a commit of"),
             (vec!["--load", "true", "--repo", "/"], "--repo / is not a git repository"),

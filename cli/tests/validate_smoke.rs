@@ -5,6 +5,8 @@
 //! present and the /json row is not; switching the ping off measurably raises /db's
 //! throughput (one of three round trips per request fewer on the critical path).
 
+use test_support::{skip_unless, Need};
+
 use std::path::Path;
 use std::process::Command;
 
@@ -12,6 +14,9 @@ use serde_json::Value;
 
 #[test]
 fn validate_smoke_pool_ping_on_json_and_db() {
+    if skip_unless(&[Need::Root, Need::Docker]) {
+        return;
+    }
     let out = tempfile::tempdir().unwrap();
     let profiler = env!("CARGO_BIN_EXE_profiler");
     let app = Path::new(profiler).with_file_name("target-app");

@@ -14,6 +14,8 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 
+use test_support::{skip_unless, Need};
+
 use common::pgproxy::{Exchange, PgProxy, Stats};
 use common::uprobes::{PerfStat, Uprobes};
 use common::{spawn_binary, token, AppProcess, Db, OneConnection};
@@ -171,6 +173,9 @@ async fn both(db: &Db, cost: &str, ep: Endpoint) -> (Measured, Measured) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pool_ping_adds_one_sync_round_trip_per_checkout() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let db = Db::start();
     let (on, off) = both(&db, "pool-ping", Endpoint::Db).await;
     // sqlx's ping is a lone Sync answered by ReadyForQuery. sqlx 0.8 also pings every
@@ -196,6 +201,9 @@ async fn pool_ping_adds_one_sync_round_trip_per_checkout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn actor_set_config_adds_one_round_trip_per_transaction() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let db = Db::start();
     for ep in [Endpoint::DealsList, Endpoint::DealsCreate] {
         let (on, off) = both(&db, "actor-set-config", ep).await;
@@ -216,6 +224,9 @@ async fn actor_set_config_adds_one_round_trip_per_transaction() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn spawn_per_request_spawns_one_task_per_request_even_on_json() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let db = Db::start();
     let (on, off) = both(&db, "spawn-per-request", Endpoint::Json).await;
     assert_eq!(on.probe("tokio_bind_task"), N as u64, "tokio tasks bound during {N} /json: {:?}", on.probes);
@@ -226,6 +237,9 @@ async fn spawn_per_request_spawns_one_task_per_request_even_on_json() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn global_locks_take_three_process_wide_locks_per_request() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let db = Db::start();
     let (on, off) = both(&db, "global-locks", Endpoint::Json).await;
     for ev in ["lock_maintenance_mutex", "read_maintenance_flag", "lock_rate_table"] {
@@ -236,6 +250,9 @@ async fn global_locks_take_three_process_wide_locks_per_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn metrics_labels_build_labels_and_a_uuid_per_request() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let db = Db::start();
     let (on, off) = both(&db, "metrics-labels", Endpoint::Json).await;
     for ev in ["request_labels", "record_response_metrics", "new_uuid_v4"] {
@@ -250,6 +267,9 @@ async fn metrics_labels_build_labels_and_a_uuid_per_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn wide_user_lookup_scans_providers_and_selects_every_column() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let db = Db::start();
     let (on, off) = both(&db, "wide-user-lookup", Endpoint::DealsList).await;
     assert_eq!(on.exchanges(&Exchange::Execute(SELECT_USER_WIDE.into())), N, "{:?}", on.wire.histogram());
@@ -263,6 +283,9 @@ async fn wide_user_lookup_scans_providers_and_selects_every_column() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn double_json_parse_builds_a_value_first() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let db = Db::start();
     let (on, off) = both(&db, "double-json-parse", Endpoint::DealsCreate).await;
     assert_eq!(on.probe("parse_json_value"), N as u64, "{:?}", on.probes);
@@ -271,6 +294,9 @@ async fn double_json_parse_builds_a_value_first() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn change_events_serialize_every_inserted_row() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let db = Db::start();
     let (on, off) = both(&db, "change-events", Endpoint::DealsCreate).await;
     assert_eq!(on.probe("serialize_change_row"), N as u64, "{:?}", on.probes);
@@ -319,6 +345,9 @@ fn row(m: &Measured) -> Row {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ground_truth_table_all_vs_none() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
     let db = Db::start();
     let p = probes();
     // (endpoint, all, none): the figures of target-app/README.md.

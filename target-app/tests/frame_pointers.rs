@@ -6,6 +6,8 @@
 //! entry (`clone3`/`clone`/`start_thread` for threads, `_start`/`__libc_start_main` for the
 //! main thread).
 
+use test_support::{skip_unless, Need};
+
 mod common;
 
 use std::process::{Command, Stdio};
@@ -72,6 +74,9 @@ fn pct(a: usize, b: usize) -> f64 {
 
 #[test]
 fn stacks_reach_the_thread_start_including_mimalloc() {
+    if skip_unless(&[Need::Root, Need::Perf, Need::Wrk]) {
+        return;
+    }
     let db = Db::start();
     let app = spawn_binary(&[("DATABASE_URL", &db.url), ("CRM_COSTS", "all")]);
     let dir = tempfile::tempdir().unwrap();

@@ -105,7 +105,10 @@ pub fn skip_unless(needs: &[Need]) -> bool {
     if std::env::var(STRICT_ENV).is_ok_and(|v| v == "1") {
         panic!("{line} ({STRICT_ENV}=1: a missing need fails the test instead of skipping it)");
     }
-    println!("skipped: {line}");
+    // Straight to the process's stderr: libtest captures what `print!`/`eprint!` write in a
+    // passing test, and this line must be seen.
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "skipped: {line}");
     true
 }
 

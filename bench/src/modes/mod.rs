@@ -18,13 +18,23 @@ pub use args::{Args, Mode};
 /// PostgreSQL, Docker, the conformance gate, the agent); Ctrl-C; outputs that could not be
 /// written.
 pub fn run(args: Args) -> anyhow::Result<u8> {
-    if unsafe { libc::geteuid() } != 0 {
-        anyhow::bail!("profiler bench must run as root (eBPF, Docker and cgroups need it): sudo profiler bench");
-    }
     match args.mode() {
         Mode::Run(a) => run::run(&a),
         Mode::Validate(a) => validate::run(&a),
         Mode::Overhead(a) => run::overhead(&a),
         Mode::Serve(a) => run::serve(&a),
     }
+}
+
+/// Fails unless this process runs as root. Each mode calls it after checking its own flags, so
+/// that bad input is reported as such whoever runs it.
+///
+/// # Errors
+/// Not root: one line that says what needs it.
+fn require_root() -> anyhow::Result<()> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        anyhow::bail!("profiler bench must run as root (eBPF, Docker and cgroups need it): sudo profiler bench");
+    }
+    Ok(())
 }

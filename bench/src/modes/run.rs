@@ -384,6 +384,7 @@ fn bench_runtime() -> Result<tokio::runtime::Runtime> {
 /// Bad CPU lists, the build, PostgreSQL or the app failing to start.
 pub fn serve(args: &ServeArgs) -> Result<u8> {
     let opts = options(&args.app, &LoadArgs::default(), &args.costs, "serve")?;
+    super::require_root()?;
     let progress = StderrProgress { started: Mutex::new(None) };
     build_unless_skipped(&args.app, &progress)?;
     bench_runtime()?.block_on(async {
@@ -414,6 +415,7 @@ pub fn serve(args: &ServeArgs) -> Result<u8> {
 pub fn overhead(args: &OverheadArgs) -> Result<u8> {
     let mut opts = options(&args.app, &args.load, &args.costs, "overhead")?;
     let rules = Arc::new(bench_rules(&args.load.rules)?);
+    super::require_root()?;
     profiler::output::prepare_dir(&opts.out_dir).with_context(|| format!("cannot write into {}", opts.out_dir.display()))?;
     let progress = StderrProgress { started: Mutex::new(None) };
     build_unless_skipped(&args.app, &progress)?;
@@ -436,6 +438,7 @@ pub fn run(args: &RunArgs) -> Result<u8> {
     let mut opts = options(&args.app, &args.load, &args.costs, "bench")?;
     opts.drift = args.drift;
     let rules = bench_rules(&args.load.rules)?;
+    super::require_root()?;
     // The output folder is checked before the build and the runs; one this run created is
     // removed again if nothing gets measured.
     let created = profiler::output::prepare_dir(&opts.out_dir).with_context(|| format!("cannot write into {}", opts.out_dir.display()))?;

@@ -515,6 +515,7 @@ pub fn run(args: &ValidateArgs) -> Result<u8> {
     if args.rounds == 0 {
         bail!("--rounds must be at least 1");
     }
+    super::require_root()?;
     let out = args.load.out.clone().unwrap_or_else(|| PathBuf::from("reports").join(format!("{}-validate", started_at.format("%Y%m%dT%H%M%SZ"))));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let mut exit = 0u8;

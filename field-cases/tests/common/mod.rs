@@ -34,20 +34,11 @@ pub fn release_bin(name: &str) -> PathBuf {
     bin
 }
 
-/// Whether this process runs as root (the profiler loads eBPF programs).
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Returns true (after printing `skipped: needs root`) when the test must be skipped.
+/// Returns true (after printing one `skipped: needs ...` line) when the test must be skipped:
+/// the profiler loads eBPF programs (root) and the load comes from wrk. Under
+/// `PROFILER_TEST_STRICT=1` (scripts/test) a missing need fails the test instead.
 pub fn skip_unless_root() -> bool {
-    if is_root() {
-        false
-    } else {
-        println!("skipped: needs root");
-        true
-    }
+    test_support::skip_unless(&[test_support::Need::Root, test_support::Need::Wrk])
 }
 
 /// CPUs this process may run on.
