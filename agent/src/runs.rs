@@ -393,61 +393,6 @@ impl BenchResults {
         }
         self.partial = Some(text);
     }
-
-    /// The summary table printed at the end of a run (plain text, one row per test), after a
-    /// `PARTIAL:` line when the run ended early.
-    pub fn summary_table(&self) -> String {
-        use std::fmt::Write;
-        let mut s = String::new();
-        if let Some(p) = &self.partial {
-            let _ = writeln!(s, "PARTIAL: {p}");
-        }
-        let _ = writeln!(
-            s,
-            "{:<13} {:>10} {:>8} {:>8} {:>8} {:>7} {:>7} {:>9} {:>12}",
-            "test", "req/s", "p50 ms", "p99 ms", "failed", "app CPU", "PG CPU", "peak MB", "profiled"
-        );
-        for t in self.tests.iter().chain(self.unfinished.iter().filter(|u| !u.runs.is_empty())) {
-            let m = t.median();
-            let pg = m.postgres.map(|u| format!("{:.2}", u.cpu)).unwrap_or_else(|| "-".into());
-            let unfinished = self.unfinished.as_ref().is_some_and(|u| std::ptr::eq(u, t));
-            let prof = match (&t.profiled, &t.profile_error) {
-                (Some(p), _) => format!("{:.0} ({:.3})", p.run.wrk.req_per_s, p.throughput_ratio),
-                (None, Some(_)) => "failed".into(),
-                (None, None) if unfinished => format!("unfinished {}/{}", t.runs.len(), self.settings.runs.max(1)),
-                (None, None) => "-".into(),
-            };
-            let _ = writeln!(
-                s,
-                "{:<13} {:>10.0} {:>8.2} {:>8.2} {:>8} {:>7.2} {:>7} {:>9.1} {:>12}",
-                t.test.name(),
-                t.req_per_s,
-                t.latency.p50_us as f64 / 1000.0,
-                t.latency.p99_us as f64 / 1000.0,
-                t.failed_requests,
-                m.app.cpu,
-                pg,
-                t.app_peak_rss_bytes as f64 / 1e6,
-                prof
-            );
-        }
-        let _ = writeln!(
-            s,
-            "time to ready {:.1} ms, idle memory {:.1} MB, conformance {} passed / {} failed",
-            self.time_to_ready_ms,
-            self.idle_rss_bytes as f64 / 1e6,
-            self.conformance.passed,
-            self.conformance.failed
-        );
-        if let Some(d) = &self.drift {
-            let _ = writeln!(
-                s,
-                "drift: {} re-measured at {:.0} req/s vs {:.0} first ({:+.1}%)",
-                d.test, d.repeat_req_per_s, d.first_req_per_s, d.change_pct
-            );
-        }
-        s
-    }
 }
 
 /// Median of the finite values of `values` (the mean of the two middle ones for an even
@@ -487,7 +432,7 @@ mod tests {
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["partial"], "interrupted (Ctrl-C or SIGTERM); not measured: db, deals-create");
         r.tests.clear(); // the table's rows need measured runs
-        assert!(r.summary_table().starts_with("PARTIAL: interrupted (Ctrl-C or SIGTERM); not measured: db, deals-create\n"));
+        assert!(crate::render::summary::bench_table(&r).starts_with("PARTIAL: interrupted (Ctrl-C or SIGTERM); not measured: db, deals-create\n"));
         // A complete run has no such field, and files without it still read.
         let complete = BenchResults::default();
         assert!(serde_json::to_value(&complete).unwrap().get("partial").is_none());
@@ -521,7 +466,7 @@ mod tests {
             r.partial.as_deref(),
             Some("interrupted (Ctrl-C or SIGTERM); unfinished: db (2 of 3 runs, not profiled); not measured: deals-create")
         );
-        let table = r.summary_table();
+        let table = crate::render::summary::bench_table(&r);
         let row = table.lines().find(|l| l.starts_with("db ")).expect("a row for the unfinished test");
         // The median of two runs is the faster one (index len / 2 of the sorted runs).
         assert!(row.contains(" 9000 ") && row.ends_with("unfinished 2/3"), "{row}");

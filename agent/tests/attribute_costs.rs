@@ -251,13 +251,13 @@ fn windowed_syscall_counts_are_scaled_and_marked() {
     assert_eq!(r.syscalls_traced_share, None, "every call counted");
     let per = |r: &Ranking| r.syscalls_per_request.iter().find(|(n, _)| n == "getrandom").expect("getrandom row").1;
     assert!(close(per(&r), getrandom as f64 / req as f64));
-    assert!(!profiler::attribute::ranking::render_markdown(&r).contains("Estimates:"));
+    assert!(!profiler::render::ranking::markdown(&r).contains("Estimates:"));
     p.meta.duration_ns = 4_000_000_000;
     p.meta.syscall_windows = Some(profiler::profile::SyscallWindows { duty_pct: 25, period_ns: 1_000_000_000, windows: 4, traced_ns: 1_000_000_000 });
     let r = ranked(&p, req, None);
     assert_eq!(r.syscalls_traced_share, Some(0.25));
     assert!(close(per(&r), 4.0 * getrandom as f64 / req as f64), "{}", per(&r));
-    let md = profiler::attribute::ranking::render_markdown(&r);
+    let md = profiler::render::ranking::markdown(&r);
     assert!(md.contains("Estimates: syscalls were counted during 25.0% of the run (`--syscalls-duty`), and the counts scaled by 4.00."), "{md}");
 }
 

@@ -1,7 +1,8 @@
 //! The gain model's arithmetic, the choice of the bound resource, and the files written.
 
 use profiler::attribute::costs::{Confidence, Finding, FindingKind};
-use profiler::attribute::ranking::{predict, render_markdown, GainInputs, SATURATED};
+use profiler::attribute::ranking::{predict, GainInputs, SATURATED};
+use profiler::render::ranking;
 use profiler::attribute::{cpu_bound_gain, latency_bound_gain, write_ranking, Bound, RankingOptions, RuleSet};
 
 fn close(a: f64, b: f64) -> bool {
@@ -129,7 +130,7 @@ fn writes_ranking_md_and_json() {
     // ranking.json reads back (floats may differ in the last bit: compare what a reader sees).
     let back: profiler::attribute::Ranking = serde_json::from_value(json).unwrap();
     assert_eq!((back.samples, back.requests, back.layers.len(), back.generic.len()), (r.samples, r.requests, r.layers.len(), r.generic.len()));
-    assert_eq!(render_markdown(&back), md);
+    assert_eq!(ranking::markdown(&back), md);
 }
 
 /// `write_bench_rankings` on the `results.json` of the recorded `--costs all` smoke run (tests

@@ -14,6 +14,7 @@ pub mod load;
 pub mod modes;
 pub mod overhead;
 pub mod procstat;
+pub mod render;
 pub mod results;
 pub mod run;
 pub mod pg;

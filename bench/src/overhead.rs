@@ -148,31 +148,6 @@ impl Row {
     }
 }
 
-impl OverheadResults {
-    /// The rows as a Markdown table (`overhead.md`): test, mode, median ratio, min-max, pairs,
-    /// median unattached req/s.
-    pub fn markdown_table(&self) -> String {
-        let mut s = String::from("| test | mode | ratio, median | min-max | pairs | unattached req/s |\n|---|---|---|---|---|---|\n");
-        for r in &self.rows {
-            s.push_str(&format!(
-                "| {} | {} | {:.3} | {:.3}-{:.3} | {} | {:.0} |{}\n",
-                r.test,
-                r.mode,
-                r.ratio_median,
-                r.ratio_min,
-                r.ratio_max,
-                r.pairs,
-                r.unattached_req_per_s_median,
-                r.error
-                    .as_deref()
-                    .map(|e| format!(" error: {e} |"))
-                    .unwrap_or_default()
-            ));
-        }
-        s
-    }
-}
-
 /// Runs the overhead measurement: starts the environment (PostgreSQL, the app), then per test
 /// a warm-up of `opts.warmup` and, per mode, `pairs` A/B pairs of `opts.duration` each. Each B
 /// run's attach outputs go to `<out_dir>/<test>/<mode>/pair-<i>/`. `results` receives every

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use bench::load::Test;
 use bench::modes::validate::{
-    gain_plans, parse_switch_table, render_markdown, score, select_switches, switch_table, Measured, RankingView, ScoreInput,
+    gain_plans, parse_switch_table, score, select_switches, switch_table, Measured, RankingView, ScoreInput,
 };
 
 fn ranking(json: &str) -> RankingView {
@@ -74,7 +74,7 @@ fn scores_computed_by_hand() {
         assert!(j["rows"][0].get(key).is_some(), "a row lacks {key}");
     }
     assert_eq!(j["rows"][0]["test"], "json");
-    let md = render_markdown(&v);
+    let md = bench::render::validation::markdown(&v);
     assert!(md.contains("**precision** 0.500") && md.contains("**recall** 0.667") && md.contains("1.8 percentage points"), "{md}");
     assert!(md.contains("**false alarm**") && md.contains("**missed**"));
 }

@@ -43,7 +43,7 @@
 //! # Outputs
 //! [`ranking::write_ranking`] writes `ranking.md` and `ranking.json` for one profile;
 //! [`write_bench_rankings`] does it for every profiled test of a `profiler bench` run and adds
-//! a combined `ranking.md`.
+//! a combined `ranking.md`; the Markdown is [`crate::render::ranking`]'s.
 
 pub mod catalog;
 pub mod costs;
@@ -54,7 +54,6 @@ pub mod locks;
 pub mod ranking;
 pub mod rules;
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 pub use costs::{Confidence, EndpointMeasure, Finding, FindingKind};
@@ -85,9 +84,6 @@ pub fn bench_bound(test: &crate::runs::TestResult, settings: &crate::runs::Setti
 /// The first profile that cannot be read or ranking that cannot be written, with its path.
 pub fn write_bench_rankings(results: &crate::runs::BenchResults, out_dir: &Path, rules: &RuleSet) -> Result<Vec<PathBuf>, String> {
     let mut written = Vec::new();
-    let mut combined = String::new();
-    let _ = writeln!(combined, "# Ranking of named costs, all tests\n");
-    let _ = writeln!(combined, "Costs: `{}`. One section per profiled test; details in `<test>/ranking.md`.\n", results.settings.costs);
     let mut rows: Vec<(String, Ranking)> = Vec::new();
     for t in &results.tests {
         let Some(p) = &t.profiled else { continue };
@@ -105,36 +101,7 @@ pub fn write_bench_rankings(results: &crate::runs::BenchResults, out_dir: &Path,
         written.extend(ranking::ranking_paths(&dir));
         rows.push((label.to_string(), r));
     }
-    for (label, r) in &rows {
-        let _ = writeln!(combined, "## {label}: {}\n", r.bound.describe());
-        let _ = writeln!(
-            combined,
-            "{} samples, {} requests, {} µs of sampled CPU per request, {:.0} req/s measured.\n",
-            r.samples,
-            r.requests.map_or("?".into(), |n| n.to_string()),
-            r.cpu_us_per_request.map_or("?".into(), |u| format!("{u:.1}")),
-            r.base_req_per_s.unwrap_or(0.0)
-        );
-        if r.costs.is_empty() {
-            let _ = writeln!(combined, "No named cost fired.\n");
-            continue;
-        }
-        let _ = writeln!(combined, "| rank | cost | confidence | CPU µs/req | predicted gain |");
-        let _ = writeln!(combined, "|---:|---|---|---:|---:|");
-        for c in &r.costs {
-            let _ = writeln!(
-                combined,
-                "| {} | `{}` | {:?} | {} | {:+.1}% |",
-                c.rank,
-                c.finding.id,
-                c.finding.confidence,
-                c.finding.cpu_us_per_request.map_or("–".into(), |u| format!("{u:.2}")),
-                c.gain.gain_pct
-            );
-        }
-        let _ = writeln!(combined);
-    }
-    let _ = writeln!(combined, "## Model\n\n{}\n", ranking::MODEL_TEXT);
+    let combined = crate::render::ranking::bench_markdown(&results.settings.costs, &rows);
     std::fs::create_dir_all(out_dir).map_err(|e| format!("creating {}: {e}", out_dir.display()))?;
     let path = out_dir.join("ranking.md");
     crate::output::write_bytes_replacing(&path, combined).map_err(|e| format!("writing {}: {e}", path.display()))?;

@@ -15,6 +15,9 @@
 //!
 //! The flamegraphs draw frames with short Rust names and colour them by layer category
 //! ([`flamegraph::Options`], both on by default; the folded files keep the full names).
+//! The other reports are rendered here too, from the types the analysis returns:
+//! `ranking.md` ([`ranking`], from [`crate::attribute::Ranking`]), the text summaries of a
+//! run and of a bench ([`summary`]), `diff.md` and the diff page ([`diff_md`], [`diff_html`]).
 //! `index.html`, the page that shows all of it, is written by the commands
 //! ([`html::attach_page`], [`html::bench_page`]): it needs the ranking, which needs the run's
 //! rules and counters.
@@ -24,6 +27,7 @@ pub mod diff_md;
 pub mod flamegraph;
 pub mod html;
 pub mod names;
+pub mod ranking;
 pub mod summary;
 pub mod syscalls;
 

@@ -60,6 +60,116 @@ fn pct(part: u64, whole: u64) -> f64 {
     }
 }
 
+/// The unwinding part of the run summary: one line for the run (mode, samples, share of
+/// complete stacks, mean and largest stack bytes copied per sample), then one line per binary
+/// holding frames ([`crate::unwind::module_unwinding`]): how its frames were unwound (`CFI
+/// (eh_frame_hdr)`, `CFI + frame pointers`, `frame pointers`, `none`), the samples with a
+/// frame in it, the share of those that are complete and the mean bytes copied per such
+/// sample; at most 12 binaries. Empty without on-CPU samples.
+pub fn unwinding(profile: &Profile) -> String {
+    use crate::unwind::ModuleUnwinding as U;
+    let samples: u64 = profile.on_cpu.iter().map(|c| c.count).sum();
+    let mut s = String::new();
+    if samples == 0 {
+        return s;
+    }
+    match &profile.meta.unwind {
+        Some(r) => {
+            let _ = writeln!(
+                s,
+                "unwinding: {} (.eh_frame CFI on a copy of at most {} bytes of user stack per sample): {} samples, {:.1}% complete, {} bytes copied per sample (max {}), truncated: {} copy end, {} no CFI, {} bad address, {} other",
+                r.mode,
+                r.stack_copy_bytes,
+                r.samples,
+                pct(r.complete, r.samples),
+                r.bytes_copied_total / r.samples.max(1),
+                r.bytes_copied_max,
+                r.truncated_copy_end,
+                r.truncated_no_unwind_info,
+                r.truncated_bad_address,
+                r.truncated_other
+            );
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "unwinding: frame pointers (walked in the kernel, no stack copy): {samples} samples, {:.1}% complete, 0 bytes copied per sample",
+                pct(samples.saturating_sub(profile.lost.truncated_stacks), samples)
+            );
+        }
+    }
+    let rows = crate::unwind::module_unwinding(profile);
+    if !rows.is_empty() {
+        let _ = writeln!(s, "  {:<24} {:<32} {:>8} {:>9} {:>13}", "binary", "unwinding", "samples", "complete", "bytes/sample");
+    }
+    for m in rows.iter().take(12) {
+        let how = match &m.unwinding {
+            U::Cfi { info } => format!("CFI ({info})"),
+            U::CfiAndFramePointers { info } => format!("CFI ({info}) + frame pointers"),
+            U::FramePointersNoCfi => "frame pointers (no CFI)".to_owned(),
+            U::None { info } => format!("none ({info})"),
+            U::FramePointers => "frame pointers".to_owned(),
+        };
+        let how = if m.replaced > 0 { format!("{how}, replaced {}x", m.replaced) } else { how };
+        let _ = writeln!(s, "  {:<24} {:<32} {:>8} {:>8.1}% {:>13}", m.module, how, m.samples, pct(m.complete, m.samples), m.bytes_copied / m.samples.max(1));
+    }
+    s
+}
+
+/// The summary table printed at the end of a run (plain text, one row per test), after a
+/// `PARTIAL:` line when the run ended early.
+pub fn bench_table(results: &crate::runs::BenchResults) -> String {
+    let mut s = String::new();
+    if let Some(p) = &results.partial {
+        let _ = writeln!(s, "PARTIAL: {p}");
+    }
+    let _ = writeln!(
+        s,
+        "{:<13} {:>10} {:>8} {:>8} {:>8} {:>7} {:>7} {:>9} {:>12}",
+        "test", "req/s", "p50 ms", "p99 ms", "failed", "app CPU", "PG CPU", "peak MB", "profiled"
+    );
+    for t in results.tests.iter().chain(results.unfinished.iter().filter(|u| !u.runs.is_empty())) {
+        let m = t.median();
+        let pg = m.postgres.map(|u| format!("{:.2}", u.cpu)).unwrap_or_else(|| "-".into());
+        let unfinished = results.unfinished.as_ref().is_some_and(|u| std::ptr::eq(u, t));
+        let prof = match (&t.profiled, &t.profile_error) {
+            (Some(p), _) => format!("{:.0} ({:.3})", p.run.wrk.req_per_s, p.throughput_ratio),
+            (None, Some(_)) => "failed".into(),
+            (None, None) if unfinished => format!("unfinished {}/{}", t.runs.len(), results.settings.runs.max(1)),
+            (None, None) => "-".into(),
+        };
+        let _ = writeln!(
+            s,
+            "{:<13} {:>10.0} {:>8.2} {:>8.2} {:>8} {:>7.2} {:>7} {:>9.1} {:>12}",
+            t.test.name(),
+            t.req_per_s,
+            t.latency.p50_us as f64 / 1000.0,
+            t.latency.p99_us as f64 / 1000.0,
+            t.failed_requests,
+            m.app.cpu,
+            pg,
+            t.app_peak_rss_bytes as f64 / 1e6,
+            prof
+        );
+    }
+    let _ = writeln!(
+        s,
+        "time to ready {:.1} ms, idle memory {:.1} MB, conformance {} passed / {} failed",
+        results.time_to_ready_ms,
+        results.idle_rss_bytes as f64 / 1e6,
+        results.conformance.passed,
+        results.conformance.failed
+    );
+    if let Some(d) = &results.drift {
+        let _ = writeln!(
+            s,
+            "drift: {} re-measured at {:.0} req/s vs {:.0} first ({:+.1}%)",
+            d.test, d.repeat_req_per_s, d.first_req_per_s, d.change_pct
+        );
+    }
+    s
+}
+
 fn us(ns: Option<f64>) -> String {
     ns.map_or_else(|| "-".to_string(), |ns| format!("{:.1}", ns / 1e3))
 }
@@ -207,7 +317,7 @@ pub fn summary(profile: &Profile) -> String {
         samples,
         pct(lost.truncated_stacks, samples)
     );
-    s.push_str(&crate::unwind::summary_lines(profile));
+    s.push_str(&unwinding(profile));
     let waits: u64 = profile.off_cpu.iter().map(|c| c.count).sum();
     let off_ns: u64 = profile.off_cpu.iter().map(|c| c.total_ns).sum();
     let _ = writeln!(
@@ -269,6 +379,57 @@ pub fn summary(profile: &Profile) -> String {
 mod tests {
     use super::*;
     use crate::profile::{Footprint, ProgramCost};
+
+    #[test]
+    fn summary_lines_state_per_binary_unwinding_complete_share_and_bytes() {
+        use crate::profile::{Frame, FrameKind, ModuleUnwind, Profile, Stack, StackCount, UnwindReport};
+        let count = |stack, count| StackCount { pid: 1, tid: 1, thread: "t".into(), stack, count, total_ns: 0, endpoints: Vec::new() };
+        let module = |module: &str, cfi, fp, samples, complete, bytes| ModuleUnwind {
+            module: module.into(),
+            unwind_info: "eh_frame_hdr".into(),
+            cfi_frames: cfi,
+            fp_fallback_frames: fp,
+            samples,
+            samples_complete: complete,
+            bytes_copied: bytes,
+            ..Default::default()
+        };
+        let mut p = Profile::default();
+        p.on_cpu = vec![count(0, 200)];
+        p.meta.unwind = Some(UnwindReport {
+            mode: "auto".into(),
+            stack_copy_bytes: 65536,
+            samples: 200,
+            complete: 190,
+            truncated_copy_end: 10,
+            bytes_copied_total: 4_000_000,
+            bytes_copied_max: 30_000,
+            modules: vec![module("app", 900, 0, 200, 190, 4_000_000), module("libjit.so", 3, 7, 40, 30, 600_000), module("unused.so", 0, 0, 0, 0, 0)],
+            ..Default::default()
+        });
+        let text = unwinding(&p);
+        let lines: Vec<&str> = text.lines().collect();
+        // 190/200 = 95.0 %, 4,000,000 / 200 = 20,000 bytes; libjit: 30/40 = 75 %, 15,000 bytes.
+        assert!(lines[0].starts_with("unwinding: auto (.eh_frame CFI on a copy of at most 65536 bytes of user stack per sample): 200 samples, 95.0% complete, 20000 bytes copied per sample (max 30000), truncated: 10 copy end"), "{text}");
+        assert_eq!(lines[2], format!("  {:<24} {:<32} {:>8} {:>8.1}% {:>13}", "app", "CFI (eh_frame_hdr)", 200, 95.0, 20000));
+        assert_eq!(lines[3], format!("  {:<24} {:<32} {:>8} {:>8.1}% {:>13}", "libjit.so", "CFI (eh_frame_hdr) + frame pointers", 40, 75.0, 15000));
+        assert_eq!(lines.len(), 4, "a binary without samples is not listed: {text}");
+
+        // Frame pointers (no report): from the symbolized stacks, nothing copied.
+        let frame = |module: &str| Frame { function: "f".into(), module: module.into(), kind: FrameKind::User, inlined: false, file: None, line: None };
+        let mut p = Profile::default();
+        // Stack 0 has two frames of `app`: its 30 samples count once for `app`.
+        p.frames = vec![frame("app"), frame("libc.so.6"), frame("app")];
+        p.stacks = vec![Stack { frames: vec![0, 2, 1], truncated: false }, Stack { frames: vec![1], truncated: true }];
+        p.on_cpu = vec![count(0, 30), count(1, 10)];
+        p.lost.truncated_stacks = 10;
+        let text = unwinding(&p);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "unwinding: frame pointers (walked in the kernel, no stack copy): 40 samples, 75.0% complete, 0 bytes copied per sample");
+        assert_eq!(lines[2], format!("  {:<24} {:<32} {:>8} {:>8.1}% {:>13}", "libc.so.6", "frame pointers", 40, 75.0, 0));
+        assert_eq!(lines[3], format!("  {:<24} {:<32} {:>8} {:>8.1}% {:>13}", "app", "frame pointers", 30, 100.0, 0));
+        assert_eq!(unwinding(&Profile::default()), "");
+    }
 
     /// A profile of 1,000 HTTP requests in which the target used 100 ms of CPU (100 µs per
     /// request), the BPF programs ran 3 ms and the agent's threads 2 ms: 3 µs + 2 µs per

@@ -442,61 +442,80 @@ impl Unwinder {
     }
 }
 
-/// The unwinding part of the run summary (`render::summary`): one line for the run (mode,
-/// samples, share of complete stacks, mean and largest stack bytes copied per sample), then
-/// one line per binary holding frames: the unwinding used for its frames (`CFI
-/// (eh_frame_hdr)`, `CFI + frame pointers`, `frame pointers`, `none`), the samples with a
-/// frame in it, the share of those that are complete and the mean bytes copied per such
-/// sample. Binaries with the most samples first, at most 12. Empty without on-CPU samples.
+/// How the frames of one binary were unwound, as [`module_unwinding`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModuleUnwinding {
+    /// CFI only.
+    Cfi {
+        /// Where the CFI came from (`eh_frame_hdr`, `eh_frame`, ...).
+        info: String,
+    },
+    /// CFI, and frame pointers where the CFI had no entry.
+    CfiAndFramePointers {
+        /// Where the CFI came from.
+        info: String,
+    },
+    /// Frame pointers in the stack-copy path: the binary had no usable CFI.
+    FramePointersNoCfi,
+    /// No frame of it was unwound.
+    None {
+        /// What its unwind information was.
+        info: String,
+    },
+    /// Frame pointers walked in the kernel (`--unwind fp`: no stack copy).
+    FramePointers,
+}
+
+/// One binary's row of the unwinding summary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModuleRow {
+    /// The binary's file name.
+    pub module: String,
+    /// How its frames were unwound.
+    pub unwinding: ModuleUnwinding,
+    /// Times the binary was replaced during the run (another file mapped under its name).
+    pub replaced: u64,
+    /// On-CPU samples with at least one frame in it.
+    pub samples: u64,
+    /// Those of `samples` whose stack is complete.
+    pub complete: u64,
+    /// User-stack bytes copied for `samples` (0 with frame pointers).
+    pub bytes_copied: u64,
+}
+
+/// Per binary holding frames of on-CPU samples: how its frames were unwound, with its samples
+/// first (ties by name). Empty without on-CPU samples.
 ///
 /// With the stack copy (`dwarf`, `auto`) the figures come from [`crate::profile::UnwindReport`]
 /// ("complete": the CFI of the outermost frame says it has no caller); with frame pointers
 /// (`fp`, no report) from the symbolized stacks ("complete": not [`crate::profile::Stack::truncated`])
 /// and nothing is copied.
-pub fn summary_lines(profile: &crate::profile::Profile) -> String {
-    use std::fmt::Write;
-    let pct = |part: u64, whole: u64| if whole == 0 { 0.0 } else { part as f64 * 100.0 / whole as f64 };
-    let samples: u64 = profile.on_cpu.iter().map(|c| c.count).sum();
-    let mut s = String::new();
-    if samples == 0 {
-        return s;
+pub fn module_unwinding(profile: &crate::profile::Profile) -> Vec<ModuleRow> {
+    let mut rows: Vec<ModuleRow> = Vec::new();
+    if profile.on_cpu.iter().all(|c| c.count == 0) {
+        return rows;
     }
-    // (binary, unwinding, samples, complete, bytes copied)
-    let mut rows: Vec<(String, String, u64, u64, u64)> = Vec::new();
     match &profile.meta.unwind {
         Some(r) => {
-            let _ = writeln!(
-                s,
-                "unwinding: {} (.eh_frame CFI on a copy of at most {} bytes of user stack per sample): {} samples, {:.1}% complete, {} bytes copied per sample (max {}), truncated: {} copy end, {} no CFI, {} bad address, {} other",
-                r.mode,
-                r.stack_copy_bytes,
-                r.samples,
-                pct(r.complete, r.samples),
-                r.bytes_copied_total / r.samples.max(1),
-                r.bytes_copied_max,
-                r.truncated_copy_end,
-                r.truncated_no_unwind_info,
-                r.truncated_bad_address,
-                r.truncated_other
-            );
             for m in r.modules.iter().filter(|m| m.samples > 0) {
-                let how = match (m.cfi_frames > 0, m.fp_fallback_frames > 0) {
-                    (true, false) => format!("CFI ({})", m.unwind_info),
-                    (true, true) => format!("CFI ({}) + frame pointers", m.unwind_info),
-                    (false, true) => "frame pointers (no CFI)".to_owned(),
-                    (false, false) => format!("none ({})", m.unwind_info),
+                let info = m.unwind_info.clone();
+                let unwinding = match (m.cfi_frames > 0, m.fp_fallback_frames > 0) {
+                    (true, false) => ModuleUnwinding::Cfi { info },
+                    (true, true) => ModuleUnwinding::CfiAndFramePointers { info },
+                    (false, true) => ModuleUnwinding::FramePointersNoCfi,
+                    (false, false) => ModuleUnwinding::None { info },
                 };
-                let how = if m.replaced > 0 { format!("{how}, replaced {}x", m.replaced) } else { how };
-                rows.push((m.module.clone(), how, m.samples, m.samples_complete, m.bytes_copied));
+                rows.push(ModuleRow {
+                    module: m.module.clone(),
+                    unwinding,
+                    replaced: m.replaced,
+                    samples: m.samples,
+                    complete: m.samples_complete,
+                    bytes_copied: m.bytes_copied,
+                });
             }
         }
         None => {
-            let truncated = profile.lost.truncated_stacks;
-            let _ = writeln!(
-                s,
-                "unwinding: frame pointers (walked in the kernel, no stack copy): {samples} samples, {:.1}% complete, 0 bytes copied per sample",
-                pct(samples.saturating_sub(truncated), samples)
-            );
             // Each user frame's module as an index into `modules`, looked up once per frame
             // rather than compared by name in every stack.
             let mut modules: Vec<&str> = Vec::new();
@@ -527,23 +546,18 @@ pub fn summary_lines(profile: &crate::profile::Profile) -> String {
                     }
                 }
             }
-            rows.extend(
-                modules
-                    .iter()
-                    .zip(&by_module)
-                    .filter(|(_, e)| e.2 != usize::MAX)
-                    .map(|(m, &(n, complete, _))| ((*m).to_owned(), "frame pointers".to_owned(), n, complete, 0)),
-            );
+            rows.extend(modules.iter().zip(&by_module).filter(|(_, e)| e.2 != usize::MAX).map(|(m, &(n, complete, _))| ModuleRow {
+                module: (*m).to_owned(),
+                unwinding: ModuleUnwinding::FramePointers,
+                replaced: 0,
+                samples: n,
+                complete,
+                bytes_copied: 0,
+            }));
         }
     }
-    rows.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
-    if !rows.is_empty() {
-        let _ = writeln!(s, "  {:<24} {:<32} {:>8} {:>9} {:>13}", "binary", "unwinding", "samples", "complete", "bytes/sample");
-    }
-    for (name, how, n, complete, bytes) in rows.iter().take(12) {
-        let _ = writeln!(s, "  {:<24} {:<32} {:>8} {:>8.1}% {:>13}", name, how, n, pct(*complete, *n), bytes / (*n).max(1));
-    }
-    s
+    rows.sort_by(|a, b| b.samples.cmp(&a.samples).then_with(|| a.module.cmp(&b.module)));
+    rows
 }
 
 fn find_mapping(mappings: &[ExecMapping], addr: u64) -> Option<&ExecMapping> {
@@ -600,57 +614,6 @@ fn fde_covers(md: &ModuleData, svma: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn summary_lines_state_per_binary_unwinding_complete_share_and_bytes() {
-        use crate::profile::{Frame, FrameKind, ModuleUnwind, Profile, Stack, StackCount, UnwindReport};
-        let count = |stack, count| StackCount { pid: 1, tid: 1, thread: "t".into(), stack, count, total_ns: 0, endpoints: Vec::new() };
-        let module = |module: &str, cfi, fp, samples, complete, bytes| ModuleUnwind {
-            module: module.into(),
-            unwind_info: "eh_frame_hdr".into(),
-            cfi_frames: cfi,
-            fp_fallback_frames: fp,
-            samples,
-            samples_complete: complete,
-            bytes_copied: bytes,
-            ..Default::default()
-        };
-        let mut p = Profile::default();
-        p.on_cpu = vec![count(0, 200)];
-        p.meta.unwind = Some(UnwindReport {
-            mode: "auto".into(),
-            stack_copy_bytes: 65536,
-            samples: 200,
-            complete: 190,
-            truncated_copy_end: 10,
-            bytes_copied_total: 4_000_000,
-            bytes_copied_max: 30_000,
-            modules: vec![module("app", 900, 0, 200, 190, 4_000_000), module("libjit.so", 3, 7, 40, 30, 600_000), module("unused.so", 0, 0, 0, 0, 0)],
-            ..Default::default()
-        });
-        let text = summary_lines(&p);
-        let lines: Vec<&str> = text.lines().collect();
-        // 190/200 = 95.0 %, 4,000,000 / 200 = 20,000 bytes; libjit: 30/40 = 75 %, 15,000 bytes.
-        assert!(lines[0].starts_with("unwinding: auto (.eh_frame CFI on a copy of at most 65536 bytes of user stack per sample): 200 samples, 95.0% complete, 20000 bytes copied per sample (max 30000), truncated: 10 copy end"), "{text}");
-        assert_eq!(lines[2], format!("  {:<24} {:<32} {:>8} {:>8.1}% {:>13}", "app", "CFI (eh_frame_hdr)", 200, 95.0, 20000));
-        assert_eq!(lines[3], format!("  {:<24} {:<32} {:>8} {:>8.1}% {:>13}", "libjit.so", "CFI (eh_frame_hdr) + frame pointers", 40, 75.0, 15000));
-        assert_eq!(lines.len(), 4, "a binary without samples is not listed: {text}");
-
-        // Frame pointers (no report): from the symbolized stacks, nothing copied.
-        let frame = |module: &str| Frame { function: "f".into(), module: module.into(), kind: FrameKind::User, inlined: false, file: None, line: None };
-        let mut p = Profile::default();
-        // Stack 0 has two frames of `app`: its 30 samples count once for `app`.
-        p.frames = vec![frame("app"), frame("libc.so.6"), frame("app")];
-        p.stacks = vec![Stack { frames: vec![0, 2, 1], truncated: false }, Stack { frames: vec![1], truncated: true }];
-        p.on_cpu = vec![count(0, 30), count(1, 10)];
-        p.lost.truncated_stacks = 10;
-        let text = summary_lines(&p);
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], "unwinding: frame pointers (walked in the kernel, no stack copy): 40 samples, 75.0% complete, 0 bytes copied per sample");
-        assert_eq!(lines[2], format!("  {:<24} {:<32} {:>8} {:>8.1}% {:>13}", "libc.so.6", "frame pointers", 40, 75.0, 0));
-        assert_eq!(lines[3], format!("  {:<24} {:<32} {:>8} {:>8.1}% {:>13}", "app", "frame pointers", 30, 100.0, 0));
-        assert_eq!(summary_lines(&Profile::default()), "");
-    }
 
     #[test]
     fn mapping_lookup_is_half_open() {

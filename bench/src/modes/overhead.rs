@@ -212,41 +212,6 @@ fn mode_footprint(results: &OverheadResults, mode: &str, out: &Path) -> ModeFoot
     }
 }
 
-impl OverheadReport {
-    /// `overhead.md`: the ratio table, the footprint table and how it was made.
-    pub fn markdown(&self) -> String {
-        let mut s = String::from("# Agent overhead (`profiler bench overhead`)\n\n");
-        s.push_str(&format!(
-            "{} to {}, {} CPUs ({}), kernel {}.\n\n`{}`\n\nratio = req/s with the agent attached / req/s without, of the same A/B pair.\n\n",
-            self.results.started_at, self.results.finished_at, self.results.cpus, self.results.cpu_model, self.results.kernel, self.command
-        ));
-        s.push_str(&self.results.markdown_table());
-        s.push_str("\nAgent footprint (per mode, over its attached runs):\n\n");
-        s.push_str("| mode | runs | attach ms, median (max) | agent threads' CPU, % of one CPU, median (max) | whole process's CPU (harness included), median (max) | peak RSS MB collecting / with reports | reports ms, median | BPF % of one CPU |\n|---|---|---|---|---|---|---|---|\n");
-        for f in &self.footprint {
-            s.push_str(&format!(
-                "| {} | {} | {:.0} ({:.0}) | {} | {:.2} ({:.2}) | {:.1} / {:.1} | {:.0} | {} |\n",
-                f.mode,
-                f.runs,
-                f.attach_ms_median,
-                f.attach_ms_max,
-                match (f.threads_cpu_pct_median, f.threads_cpu_pct_max) {
-                    (Some(m), Some(x)) => format!("{m:.2} ({x:.2})"),
-                    _ => "not measured".to_string(),
-                },
-                f.cpu_pct_median,
-                f.cpu_pct_max,
-                f.peak_rss_mb_collecting_max,
-                f.peak_rss_mb_total_max,
-                f.reports_ms_median,
-                f.bpf_pct_median
-                    .map_or("not measured".to_string(), |p| format!("{p:.1}"))
-            ));
-        }
-        s
-    }
-}
-
 /// Runs the overhead measurement for `opts` (tests, durations, CPUs) with `pairs` pairs per
 /// test and mode, then writes `overhead.json` and `overhead.md` into `opts.out_dir` (also when
 /// it was interrupted, with what was measured). `make_hook` builds the agent hook of a mode.
@@ -302,7 +267,7 @@ pub fn run(
         let path = opts.out_dir.join("overhead.json");
         profiler::output::write_bytes_replacing(&path, json + "\n")
             .with_context(|| format!("writing {}", path.display()))?;
-        let md = report.markdown();
+        let md = crate::render::overhead::markdown(&report);
         let path = opts.out_dir.join("overhead.md");
         profiler::output::write_bytes_replacing(&path, &md).with_context(|| format!("writing {}", path.display()))?;
         print!("{md}");

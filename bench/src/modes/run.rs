@@ -479,7 +479,7 @@ pub fn run(args: &RunArgs) -> Result<u8> {
         !results.tests.is_empty() || results.unfinished.is_some() || results.conformance.passed + results.conformance.failed > 0;
     if measured_anything {
         write_outputs(&results, &opts.out_dir, &rules)?;
-        print!("{}", results.summary_table());
+        print!("{}", profiler::render::summary::bench_table(&results));
         eprintln!("bench: wrote {}", opts.out_dir.join("index.html").display());
     } else {
         created.remove_if_empty();
