@@ -3,7 +3,7 @@
 //! tests, wrk's figures, the CPU and memory of the processes).
 //!
 //! The bench writes these records; `profiler diff` (`compare::import`), the bench page
-//! (`render::html::bench_page`) and the per-test rankings (`attribute::write_bench_rankings`)
+//! (`render::html::bench_page`) and the per-test rankings (`render::ranking::write_bench_rankings`)
 //! read them.
 //!
 //! Units are in the field names (`_ms`, `_us`, `_ns`, `_bytes`, `req_per_s`); CPU is in CPUs

@@ -3,7 +3,8 @@
 use profiler::attribute::costs::{Confidence, Finding, FindingKind};
 use profiler::attribute::ranking::{predict, GainInputs, SATURATED};
 use profiler::render::ranking;
-use profiler::attribute::{cpu_bound_gain, latency_bound_gain, write_ranking, Bound, RankingOptions, RuleSet};
+use profiler::attribute::{cpu_bound_gain, latency_bound_gain, Bound, RankingOptions, RuleSet};
+use profiler::render::ranking::write_ranking;
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-9
@@ -149,7 +150,7 @@ fn bench_rankings_use_wrk_requests_and_the_measured_bound() {
         std::fs::create_dir_all(out.path().join(t)).unwrap();
         std::fs::write(out.path().join(t).join("profile.json"), bytes).unwrap();
     }
-    let written = profiler::attribute::write_bench_rankings(&results, out.path(), &RuleSet::builtin()).unwrap();
+    let written = profiler::render::ranking::write_bench_rankings(&results, out.path(), &RuleSet::builtin()).unwrap();
     assert_eq!(written.len(), 7, "{written:?}");
     let db: serde_json::Value = serde_json::from_slice(&std::fs::read(out.path().join("db/ranking.json")).unwrap()).unwrap();
     // The profiled run's completed requests; the median measured run's latency and req/s.

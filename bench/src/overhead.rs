@@ -120,6 +120,51 @@ pub struct OverheadResults {
     pub rows: Vec<Row>,
 }
 
+/// The footprint of one mode over all its attached runs: medians, and the largest peak RSS.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModeFootprint {
+    /// The mode's name.
+    pub mode: String,
+    /// Attached runs read (every test).
+    pub runs: u32,
+    /// Median time to attach, ms.
+    pub attach_ms_median: f64,
+    /// Largest time to attach, ms.
+    pub attach_ms_max: f64,
+    /// Median CPU of the agent's process while attached, % of one CPU.
+    pub cpu_pct_median: f64,
+    /// Largest CPU of the agent's process while attached, % of one CPU.
+    pub cpu_pct_max: f64,
+    /// Median CPU of the agent's own threads while attached, % of one CPU, over the runs
+    /// that measured it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads_cpu_pct_median: Option<f64>,
+    /// Largest CPU of the agent's own threads while attached, % of one CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads_cpu_pct_max: Option<f64>,
+    /// Largest peak RSS at the end of a collection, MB.
+    pub peak_rss_mb_collecting_max: f64,
+    /// Largest peak RSS through symbolization and reports, MB.
+    pub peak_rss_mb_total_max: f64,
+    /// Median time to symbolize and write the reports, ms.
+    pub reports_ms_median: f64,
+    /// Median BPF run time, % of one CPU (every process on the host), when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bpf_pct_median: Option<f64>,
+}
+
+/// `overhead.json`: the rows of [`OverheadResults`] and the agent's footprint per mode.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OverheadReport {
+    /// Measurements, settings and machine.
+    #[serde(flatten)]
+    pub results: OverheadResults,
+    /// The agent's footprint per mode.
+    pub footprint: Vec<ModeFootprint>,
+    /// The command line that produced this file.
+    pub command: String,
+}
+
 /// Median of `values` ([`profiler::runs::median`]); 0 for none.
 pub fn median(values: &[f64]) -> f64 {
     profiler::runs::median(values).unwrap_or(0.0)

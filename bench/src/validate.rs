@@ -242,6 +242,136 @@ pub fn summarize(plan: &GainPlan, order: &[Option<usize>], runs: Vec<ConfigRun>)
     TestGains { test: plan.test, runs, all_req_per_s, all_spread_pct: spread, all_step_change_pct, switches }
 }
 
+// The records of `validation.json`, scored by `crate::modes::validate::score`.
+
+/// Version of the `validation.json` schema.
+pub const VALIDATION_SCHEMA_VERSION: u32 = 1;
+
+/// The measured gain of one switch on one test (from [`SwitchGain`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    /// Median over the rounds, percent.
+    pub median_pct: f64,
+    /// Smallest round, percent.
+    pub min_pct: f64,
+    /// Largest round, percent.
+    pub max_pct: f64,
+    /// Rounds measured.
+    pub rounds: usize,
+}
+
+/// One row of the switch × test matrix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// Switch name.
+    pub switch: String,
+    /// Test name.
+    pub test: Test,
+    /// The switch changes this test's work (fact table).
+    pub present: bool,
+    /// The `all` ranking of this test names the switch's cost.
+    pub detected: bool,
+    /// Predicted gain of the `all` ranking, percent (`null`: not detected, or infinite).
+    pub predicted_gain_pct: Option<f64>,
+    /// Measured gain (median over rounds), percent (`null`: not measured).
+    pub measured_gain_pct: Option<f64>,
+    /// Smallest and largest round of the measured gain, percent.
+    pub measured_min_pct: Option<f64>,
+    /// Largest round of the measured gain, percent.
+    pub measured_max_pct: Option<f64>,
+    /// Rounds behind the measured gain.
+    pub measured_rounds: usize,
+    /// |predicted - measured|, percentage points, on present detected rows with both.
+    pub abs_error_pp: Option<f64>,
+}
+
+/// A seeded cost reported where its switch is not present, or in a `none` run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FalseAlarm {
+    /// Switch name.
+    pub switch: String,
+    /// Test name.
+    pub test: Test,
+    /// `CRM_COSTS` of the run whose ranking reported it (`all` or `none`).
+    pub costs: String,
+    /// The gain that ranking predicted, percent.
+    pub predicted_gain_pct: Option<f64>,
+}
+
+/// The counts behind the scores.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Present rows the `all` ranking detected.
+    pub true_detections: usize,
+    /// Every seeded-cost report: true detections + false alarms.
+    pub seeded_reports: usize,
+    /// Rows whose switch is present.
+    pub present_rows: usize,
+    /// Rows in the mean absolute error.
+    pub error_rows: usize,
+}
+
+/// `validation.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Validation {
+    /// [`VALIDATION_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// One row per selected switch and test, in fact-table then test order.
+    pub rows: Vec<Row>,
+    /// Seeded costs reported where they do not belong.
+    pub false_alarms: Vec<FalseAlarm>,
+    /// true detections / seeded-cost reports (`null`: nothing reported).
+    pub precision: Option<f64>,
+    /// true detections / present rows (`null`: no present row).
+    pub recall: Option<f64>,
+    /// Mean |predicted - measured| gain over present detected measured rows, percentage points.
+    pub mean_abs_error_pp: Option<f64>,
+    /// The counts behind the scores.
+    pub counts: Counts,
+    /// Tests whose `all` or `none` ranking was missing (`<costs>/<test>: why`): their rows
+    /// count as not detected and they add no false alarms.
+    pub missing_rankings: Vec<String>,
+    /// Per test: median req/s of the `all` gain runs and their spread, percent.
+    pub noise: Vec<TestNoise>,
+    /// The command line, settings and timing of the run (empty in unit tests).
+    pub run: RunInfo,
+}
+
+/// The noise of one test's gain runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestNoise {
+    /// Test.
+    pub test: Test,
+    /// Median req/s of the `all` runs.
+    pub all_req_per_s: f64,
+    /// (max - min) / median of the `all` runs, percent.
+    pub all_spread_pct: f64,
+    /// Median |A(i+1)/A(i) - 1| of consecutive `all` runs, percent: the local noise of a
+    /// bracketed gain.
+    pub all_step_change_pct: f64,
+    /// Recorded gain runs (all and without).
+    pub runs: usize,
+}
+
+/// How the validation was run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// The command line.
+    pub command: String,
+    /// UTC start, RFC 3339.
+    pub started_at: String,
+    /// Wall time, s.
+    pub took_s: f64,
+    /// Alternation rounds.
+    pub rounds: u32,
+    /// Length of each gain run, s.
+    pub gain_run_s: u64,
+    /// Warm-up after each restart, s.
+    pub gain_warmup_s: u64,
+    /// Failed requests in the gain runs.
+    pub gain_failed_requests: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use profiler::attribute::{write_ranking, Bound, RankingOptions, RuleSet};
+use profiler::attribute::{Bound, RankingOptions, RuleSet};
+use profiler::render::ranking::write_ranking;
 use profiler::profile::Profile;
 
 fn load(name: &str) -> Profile {

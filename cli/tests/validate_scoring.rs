@@ -195,7 +195,7 @@ fn reads_a_real_ranking_json() {
     let rules = profiler::attribute::RuleSet::builtin();
     let opts = profiler::attribute::RankingOptions { rules: &rules, wire: None, base_req_per_s: Some(5000.0), label: "db" };
     let dir = tempfile::tempdir().unwrap();
-    let r = profiler::attribute::write_ranking(&profile, Some(50_000), profiler::attribute::Bound::Unknown, &opts, dir.path()).unwrap();
+    let r = profiler::render::ranking::write_ranking(&profile, Some(50_000), profiler::attribute::Bound::Unknown, &opts, dir.path()).unwrap();
     assert!(!r.costs.is_empty(), "the recorded all-db profile has named costs");
     let view = bench::modes::validate::read_ranking(&dir.path().join("ranking.json")).unwrap();
     let ids: Vec<&str> = view.costs.iter().map(|c| c.id.as_str()).collect();

@@ -41,9 +41,8 @@
 //! whose frames are cut off by truncated stacks is under-counted.
 //!
 //! # Outputs
-//! [`ranking::write_ranking`] writes `ranking.md` and `ranking.json` for one profile;
-//! [`write_bench_rankings`] does it for every profiled test of a `profiler bench` run and adds
-//! a combined `ranking.md`; the Markdown is [`crate::render::ranking`]'s.
+//! `crate::render::ranking` writes `ranking.md` and `ranking.json` for one profile, and for
+//! every profiled test of a `profiler bench` run with a combined `ranking.md`.
 
 pub mod catalog;
 pub mod costs;
@@ -54,11 +53,10 @@ pub mod locks;
 pub mod ranking;
 pub mod rules;
 
-use std::path::{Path, PathBuf};
 
 pub use costs::{Confidence, EndpointMeasure, Finding, FindingKind};
 pub use layers::{Attribution, LayerRow};
-pub use ranking::{cpu_bound_gain, latency_bound_gain, rank, write_ranking, Bound, Ranking, RankingOptions};
+pub use ranking::{cpu_bound_gain, latency_bound_gain, rank, Bound, Ranking, RankingOptions};
 pub use rules::{RuleError, RuleSet, RulesFileError};
 
 /// The bound of one bench test, from its median measured run: app and PostgreSQL CPU use
@@ -73,38 +71,3 @@ pub fn bench_bound(test: &crate::runs::TestResult, settings: &crate::runs::Setti
     Bound::classify(app, db, settings.connections, m.wrk.latency.mean_us)
 }
 
-/// Writes `ranking.md` + `ranking.json` into each profiled test's folder of a `profiler bench`
-/// output (`out_dir/<test>/`, next to its `profile.json`) and a combined `out_dir/ranking.md`.
-/// Per test: requests = the HTTP requests the wire capture decoded over the profile's window
-/// (else the profiled run's completed requests from wrk), bound from the median
-/// measured run ([`bench_bound`]), base throughput = the median run's req/s. Wire figures are
-/// the profile's own ([`crate::profile::Profile::wire`]) when the capture was on.
-///
-/// # Errors
-/// The first profile that cannot be read or ranking that cannot be written, with its path.
-pub fn write_bench_rankings(results: &crate::runs::BenchResults, out_dir: &Path, rules: &RuleSet) -> Result<Vec<PathBuf>, String> {
-    let mut written = Vec::new();
-    let mut rows: Vec<(String, Ranking)> = Vec::new();
-    for t in &results.tests {
-        let Some(p) = &t.profiled else { continue };
-        let dir = out_dir.join(&p.dir);
-        let profile = crate::profile::json::read(&dir.join("profile.json")).map_err(|e| format!("{e}"))?;
-        let bound = bench_bound(t, &results.settings);
-        let label = t.test.name();
-        let opts = RankingOptions { rules, wire: None, base_req_per_s: Some(t.req_per_s), label };
-        // The profile covers the app's restart, the warm-up and the run under the agent: the
-        // wire's request count is over that same window; wrk's count of the run alone is used
-        // only when there is no HTTP capture.
-        let wire_requests = profile.wire.as_ref().map_or(0, |w| w.http.requests);
-        let given = (wire_requests == 0).then_some(p.run.wrk.requests);
-        let r = write_ranking(&profile, given, bound, &opts, &dir).map_err(|e| format!("writing {}: {e}", dir.display()))?;
-        written.extend(ranking::ranking_paths(&dir));
-        rows.push((label.to_string(), r));
-    }
-    let combined = crate::render::ranking::bench_markdown(&results.settings.costs, &rows);
-    std::fs::create_dir_all(out_dir).map_err(|e| format!("creating {}: {e}", out_dir.display()))?;
-    let path = out_dir.join("ranking.md");
-    crate::output::write_bytes_replacing(&path, combined).map_err(|e| format!("writing {}: {e}", path.display()))?;
-    written.push(path);
-    Ok(written)
-}

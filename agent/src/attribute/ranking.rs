@@ -1,7 +1,6 @@
 //! The ranking: named costs with their evidence and predicted throughput gain, written as
 //! `ranking.md` and `ranking.json` (the model is in the [module docs](super)).
 
-use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -868,31 +867,3 @@ fn generic_findings(profile: &Profile, attr: &Attribution) -> Vec<Finding> {
     out
 }
 
-/// Writes `ranking.md` and `ranking.json` for `profile` into `out` and returns the ranking.
-/// Call counts in `out/counters.json` ([`super::counters`]), when present, are added
-/// ([`add_call_counts`]).
-///
-/// # Errors
-/// The I/O error of the first file that could not be written.
-pub fn write_ranking(
-    profile: &Profile,
-    requests: Option<u64>,
-    bound: Bound,
-    opts: &RankingOptions<'_>,
-    out: &Path,
-) -> std::io::Result<Ranking> {
-    let mut r = rank(profile, requests, bound, opts);
-    if let Some(c) = super::counters::CallCounts::read(out) {
-        add_call_counts(&mut r, &c);
-    }
-    std::fs::create_dir_all(out)?;
-    crate::output::write_bytes_replacing(out.join("ranking.md"), crate::render::ranking::markdown(&r))?;
-    let json = serde_json::to_string_pretty(&r).map_err(std::io::Error::other)?;
-    crate::output::write_bytes_replacing(out.join("ranking.json"), json + "\n")?;
-    Ok(r)
-}
-
-/// Paths written by [`write_ranking`] into `out`.
-pub fn ranking_paths(out: &Path) -> [PathBuf; 2] {
-    [out.join("ranking.md"), out.join("ranking.json")]
-}

@@ -3,9 +3,11 @@
 //! [`crate::attribute::Ranking`]s the analysis returns.
 
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
 use crate::attribute::costs::Finding;
-use crate::attribute::Ranking;
+use crate::attribute::{Bound, Ranking, RankingOptions, RuleSet};
+use crate::profile::Profile;
 
 fn pct(x: f64) -> String {
     if x.is_infinite() {
@@ -324,4 +326,69 @@ pub fn bench_markdown(costs: &str, rows: &[(String, Ranking)]) -> String {
     }
     let _ = writeln!(combined, "## Model\n\n{}\n", MODEL_TEXT);
     combined
+}
+
+/// Writes `ranking.md` and `ranking.json` for `profile` into `out` and returns the ranking.
+/// Call counts in `out/counters.json` ([`crate::attribute::counters`]), when present, are added
+/// ([`crate::attribute::ranking::add_call_counts`]).
+///
+/// # Errors
+/// The I/O error of the first file that could not be written.
+pub fn write_ranking(
+    profile: &Profile,
+    requests: Option<u64>,
+    bound: Bound,
+    opts: &RankingOptions<'_>,
+    out: &Path,
+) -> std::io::Result<Ranking> {
+    let mut r = crate::attribute::rank(profile, requests, bound, opts);
+    if let Some(c) = crate::attribute::counters::CallCounts::read(out) {
+        crate::attribute::ranking::add_call_counts(&mut r, &c);
+    }
+    std::fs::create_dir_all(out)?;
+    crate::output::write_bytes_replacing(out.join("ranking.md"), markdown(&r))?;
+    let json = serde_json::to_string_pretty(&r).map_err(std::io::Error::other)?;
+    crate::output::write_bytes_replacing(out.join("ranking.json"), json + "\n")?;
+    Ok(r)
+}
+
+/// Paths written by [`write_ranking`] into `out`.
+pub fn ranking_paths(out: &Path) -> [PathBuf; 2] {
+    [out.join("ranking.md"), out.join("ranking.json")]
+}
+
+/// Writes `ranking.md` + `ranking.json` into each profiled test's folder of a `profiler bench`
+/// output (`out_dir/<test>/`, next to its `profile.json`) and a combined `out_dir/ranking.md`.
+/// Per test: requests = the HTTP requests the wire capture decoded over the profile's window
+/// (else the profiled run's completed requests from wrk), bound from the median
+/// measured run ([`crate::attribute::bench_bound`]), base throughput = the median run's req/s. Wire figures are
+/// the profile's own ([`crate::profile::Profile::wire`]) when the capture was on.
+///
+/// # Errors
+/// The first profile that cannot be read or ranking that cannot be written, with its path.
+pub fn write_bench_rankings(results: &crate::runs::BenchResults, out_dir: &Path, rules: &RuleSet) -> Result<Vec<PathBuf>, String> {
+    let mut written = Vec::new();
+    let mut rows: Vec<(String, Ranking)> = Vec::new();
+    for t in &results.tests {
+        let Some(p) = &t.profiled else { continue };
+        let dir = out_dir.join(&p.dir);
+        let profile = crate::profile::json::read(&dir.join("profile.json")).map_err(|e| format!("{e}"))?;
+        let bound = crate::attribute::bench_bound(t, &results.settings);
+        let label = t.test.name();
+        let opts = RankingOptions { rules, wire: None, base_req_per_s: Some(t.req_per_s), label };
+        // The profile covers the app's restart, the warm-up and the run under the agent: the
+        // wire's request count is over that same window; wrk's count of the run alone is used
+        // only when there is no HTTP capture.
+        let wire_requests = profile.wire.as_ref().map_or(0, |w| w.http.requests);
+        let given = (wire_requests == 0).then_some(p.run.wrk.requests);
+        let r = write_ranking(&profile, given, bound, &opts, &dir).map_err(|e| format!("writing {}: {e}", dir.display()))?;
+        written.extend(ranking_paths(&dir));
+        rows.push((label.to_string(), r));
+    }
+    let combined = bench_markdown(&results.settings.costs, &rows);
+    std::fs::create_dir_all(out_dir).map_err(|e| format!("creating {}: {e}", out_dir.display()))?;
+    let path = out_dir.join("ranking.md");
+    crate::output::write_bytes_replacing(&path, combined).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    written.push(path);
+    Ok(written)
 }

@@ -43,7 +43,10 @@ pub enum TargetError {
     /// The container exists but has no running process.
     #[error("container {0:?} is not running")]
     ContainerNotRunning(String),
-    /// The Docker engine could not be reached or answered with an error.
+    /// No Docker engine answered on its socket (`DOCKER_HOST`, else `/var/run/docker.sock`).
+    #[error("cannot reach the Docker engine ({0}); is dockerd running? (--pid or --cgroup need no engine)")]
+    DockerUnreachable(String),
+    /// The Docker engine answered with an error.
     #[error("docker: {0}")]
     Docker(#[from] bollard::errors::Error),
     /// A path inside the target was refused (absolute escape, `..`).
@@ -343,7 +346,12 @@ fn container_pid(name: &str) -> Result<u32, TargetError> {
         .build()
         .map_err(|e| TargetError::Io { path: PathBuf::from("tokio runtime"), source: e })?;
     runtime.block_on(async {
-        let docker = bollard::Docker::connect_with_local_defaults()?.negotiate_version().await?;
+        let unreachable = |e: bollard::errors::Error| TargetError::DockerUnreachable(e.to_string());
+        let docker = bollard::Docker::connect_with_local_defaults()
+            .map_err(unreachable)?
+            .negotiate_version()
+            .await
+            .map_err(unreachable)?;
         let inspect = match docker.inspect_container(name, None::<bollard::query_parameters::InspectContainerOptions>).await {
             Ok(inspect) => inspect,
             Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => {

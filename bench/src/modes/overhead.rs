@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
-use crate::overhead::{median, Mode, OverheadResults};
+use crate::overhead::{median, Mode, ModeFootprint, OverheadReport, OverheadResults};
 use crate::run::{BenchOptions, ProfileHook};
 use serde::{Deserialize, Serialize};
 
@@ -132,51 +132,6 @@ impl RunFootprint {
         let json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
         profiler::output::write_bytes_replacing(dir.join("footprint.json"), json + "\n")
     }
-}
-
-/// The footprint of one mode over all its attached runs: medians, and the largest peak RSS.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ModeFootprint {
-    /// The mode's name.
-    pub mode: String,
-    /// Attached runs read (every test).
-    pub runs: u32,
-    /// Median time to attach, ms.
-    pub attach_ms_median: f64,
-    /// Largest time to attach, ms.
-    pub attach_ms_max: f64,
-    /// Median CPU of the agent's process while attached, % of one CPU.
-    pub cpu_pct_median: f64,
-    /// Largest CPU of the agent's process while attached, % of one CPU.
-    pub cpu_pct_max: f64,
-    /// Median CPU of the agent's own threads while attached, % of one CPU, over the runs
-    /// that measured it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub threads_cpu_pct_median: Option<f64>,
-    /// Largest CPU of the agent's own threads while attached, % of one CPU.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub threads_cpu_pct_max: Option<f64>,
-    /// Largest peak RSS at the end of a collection, MB.
-    pub peak_rss_mb_collecting_max: f64,
-    /// Largest peak RSS through symbolization and reports, MB.
-    pub peak_rss_mb_total_max: f64,
-    /// Median time to symbolize and write the reports, ms.
-    pub reports_ms_median: f64,
-    /// Median BPF run time, % of one CPU (every process on the host), when measured.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bpf_pct_median: Option<f64>,
-}
-
-/// `overhead.json`: the rows of [`crate::overhead`] and the agent's footprint per mode.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct OverheadReport {
-    /// Measurements, settings and machine.
-    #[serde(flatten)]
-    pub results: OverheadResults,
-    /// The agent's footprint per mode.
-    pub footprint: Vec<ModeFootprint>,
-    /// The command line that produced this file.
-    pub command: String,
 }
 
 fn max(values: &[f64]) -> f64 {

@@ -183,9 +183,9 @@ impl ProfileHook for AgentHook {
                 f.write(&out).map_err(|e| format!("writing footprint.json: {e}"))?;
             }
             // ranking.md/json with the wire's request count (if any) and an unknown bound;
-            // `attribute::write_bench_rankings` rewrites them with wrk's count and the bound.
+            // `render::ranking::write_bench_rankings` rewrites them with wrk's count and the bound.
             let opts = profiler::attribute::RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: test.name() };
-            profiler::attribute::write_ranking(&profile, None, profiler::attribute::Bound::Unknown, &opts, &out)
+            profiler::render::ranking::write_ranking(&profile, None, profiler::attribute::Bound::Unknown, &opts, &out)
                 .map_err(|e| format!("writing ranking.md/json: {e}"))?;
             let samples = profile.on_cpu.iter().map(|c| c.count).sum();
             let summary = render::summary(&profile);
@@ -341,7 +341,7 @@ fn write_outputs(results: &BenchResults, out: &Path, rules: &profiler::attribute
     profiler::output::write_bytes_replacing(out.join("results.json"), json + "\n").with_context(|| format!("writing {}", out.join("results.json").display()))?;
     // Rankings per test (with wrk's request count and the measured bound) and the combined
     // ranking.md; a failure here leaves the measurements intact.
-    if let Err(e) = profiler::attribute::write_bench_rankings(results, out, rules) {
+    if let Err(e) = profiler::render::ranking::write_bench_rankings(results, out, rules) {
         eprintln!("bench: could not write the rankings: {e}");
     }
     let html = render::html::bench_page(results, out);

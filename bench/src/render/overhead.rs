@@ -1,7 +1,6 @@
 //! `overhead.md` of `profiler bench overhead`, from its [`OverheadReport`].
 
-use crate::modes::overhead::OverheadReport;
-use crate::overhead::OverheadResults;
+use crate::overhead::{OverheadReport, OverheadResults};
 
 /// `overhead.md`: the ratio table, the footprint table and how it was made.
 pub fn markdown(report: &OverheadReport) -> String {

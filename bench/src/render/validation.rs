@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::modes::validate::Validation;
+use crate::validate::Validation;
 
 fn opt_pct(x: Option<f64>) -> String {
     x.map_or("–".into(), |v| format!("{v:+.1}%"))
