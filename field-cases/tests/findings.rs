@@ -45,7 +45,39 @@ fn yes() -> bool {
 struct Truth {
     route: String,
     figure: String,
+    /// The instrument's figure; with `perf_children` or `perf_self`, the one of the last hand
+    /// measurement, for reference: the test measures its own.
     value: f64,
+    /// Measured by `perf` on the spot ([`common::perf_shares`]) instead of taken from `value`:
+    /// the share of the app's samples with a function whose name contains this on the stack
+    /// (the largest such share: nested frames of one call are not added).
+    #[serde(default)]
+    perf_children: Option<String>,
+    /// Measured by `perf` on the spot: the share of the app's samples whose leaf frame is the
+    /// function of exactly this name.
+    #[serde(default)]
+    perf_self: Option<String>,
+}
+
+impl Truth {
+    /// The figure to compare with: `perf`'s when the truth is measured on the spot.
+    fn measured(&self, perf: Option<&common::PerfShares>) -> f64 {
+        let Some(perf) = perf else { return self.value };
+        let got = if let Some(name) = &self.perf_children {
+            perf.children.iter().filter(|(f, _)| f.contains(name.as_str())).map(|(_, s)| *s).fold(None, |m: Option<f64>, s| Some(m.map_or(s, |m| m.max(s))))
+        } else if let Some(name) = &self.perf_self {
+            Some(perf.self_.get(name).copied().unwrap_or(0.0))
+        } else {
+            return self.value;
+        };
+        let got = got.unwrap_or_else(|| panic!("perf saw no function named like {:?} on {}", self.perf_children, self.route));
+        println!("  perf on this machine: {} = {got:.4} (the last hand measurement: {})", self.figure, self.value);
+        got
+    }
+
+    fn live(&self) -> bool {
+        self.perf_children.is_some() || self.perf_self.is_some()
+    }
 }
 
 /// A figure of the finding (`cpu_share`, `counts.NAME` or `counts.A / counts.B`) and the truth
@@ -120,17 +152,25 @@ fn figure(finding: &serde_json::Value, expr: &str) -> Option<f64> {
 
 const PROFILE_SECS: u64 = 6;
 
+/// Seconds of `perf record` for a truth measured on the spot (about 4,000 samples at 999 Hz).
+const PERF_SECS: u64 = 4;
+
 fn check(route: &str) {
     if skip_unless_root() {
         return;
     }
     let exp = expected();
     let case = exp.case.iter().find(|c| c.route == route).unwrap_or_else(|| panic!("{route} not in expected.toml"));
+    let live = case.truth.iter().any(Truth::live);
+    if live && test_support::skip_unless(&[test_support::Need::Perf]) {
+        return;
+    }
     let app = App::start();
     let extra: Vec<&str> = case.attach.iter().map(String::as_str).collect();
     // A warm-up request each: lazily built state (the static regex, the logger thread).
     assert_eq!(app.get(&case.route).0, 200);
     assert_eq!(app.get(&case.control).0, 200);
+    let perf = live.then(|| common::perf_shares(&app, &case.route, PERF_SECS));
     let on = profile(&app, &case.route, PROFILE_SECS, &extra);
     let off = profile(&app, &case.control, PROFILE_SECS, &extra);
     let (on_ids, off_ids) = (ids(&on.ranking), ids(&off.ranking));
@@ -154,20 +194,20 @@ fn check(route: &str) {
     for c in &case.compare {
         let truth = case.truth.iter().find(|t| t.figure == c.truth && t.route == case.route).unwrap_or_else(|| panic!("no truth {} on {}", c.truth, case.route));
         let mut got = figure(finding, &c.ranking).unwrap_or_else(|| panic!("{}: no {} in {finding}", case.finding, c.ranking));
-        let mut expected = truth.value;
+        let mut expected = truth.measured(perf.as_ref());
         // A share carries the profile's own sampling error: 25% of a 10% share is about 2
         // standard errors of 600 samples, so a share may also be off by 3 of them.
         let mut sampling = if c.ranking == "cpu_share" { 3.0 * finding["cpu_share_se"].as_f64().unwrap_or(0.0) } else { 0.0 };
         if let (Some(leaf), Some(leaf_truth)) = (&c.leave_out_leaf, &c.leaf_truth) {
             let profile: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(on.out.path().join("out/profile.json")).expect("profile.json")).expect("JSON");
             let ours = leaf_share(&profile, leaf);
-            let theirs = case.truth.iter().find(|t| &t.figure == leaf_truth && t.route == case.route).unwrap_or_else(|| panic!("no truth {leaf_truth}")).value;
+            let theirs = case.truth.iter().find(|t| &t.figure == leaf_truth && t.route == case.route).unwrap_or_else(|| panic!("no truth {leaf_truth}")).measured(perf.as_ref());
             println!("  leaving out the samples at `{leaf}`: {:.1}% of the profile's, {:.1}% of the instrument's", 100.0 * ours, 100.0 * theirs);
             got /= 1.0 - ours;
             sampling /= 1.0 - ours;
             expected /= 1.0 - theirs;
         }
-        let truth = Truth { route: truth.route.clone(), figure: truth.figure.clone(), value: expected };
+        let truth = Truth { route: truth.route.clone(), figure: truth.figure.clone(), value: expected, perf_children: None, perf_self: None };
         let allowed = (c.tolerance.unwrap_or(TOLERANCE) * truth.value.abs()).max(sampling);
         println!("  {} = {got:.4} against {} = {} ({:+.1}%, allowed ±{allowed:.4})", c.ranking, c.truth, truth.value, 100.0 * (got - truth.value) / truth.value);
         assert!((got - truth.value).abs() <= allowed, "{}: {} = {got:.4}, the instrument's {} = {} (off by more than {allowed:.4}: the tolerance of it, or 3 standard errors of the share)", case.route, c.ranking, c.truth, truth.value);

@@ -425,3 +425,72 @@ pub fn profile_routes(app: &App, routes: &[&str], secs: u64, extra: &[&str]) -> 
     let ranking = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()));
     (Profiled { ranking, wrk, served: after - before, profiler_stdout, out }, all)
 }
+
+/// What `perf` saw of the app under load: per symbol, the share of the app's on-CPU samples
+/// with the symbol on the stack (`children`) and the share whose leaf frame it is (`self_`).
+#[derive(Debug, Default)]
+pub struct PerfShares {
+    /// `perf report --children`: symbol -> share (0..1) of samples with it on the stack.
+    pub children: std::collections::HashMap<String, f64>,
+    /// The `Self` column: symbol -> share (0..1) of samples whose leaf frame it is.
+    pub self_: std::collections::HashMap<String, f64>,
+}
+
+/// Loads `route` with wrk for `secs` + 4 s and, from its second second, records the app's CPU
+/// with `perf record -F 999 -e cpu-clock --call-graph dwarf,16384` for `secs` s (on CPU 0,
+/// where the app is pinned, when there are 2 CPUs; else `-p PID`), then reads
+/// `perf report --pid PID --children --sort symbol --stdio -g none`. The outside instrument of
+/// a share that follows the machine (glibc's name service reads files whose size and count
+/// differ from machine to machine), taken on the machine that runs the test.
+pub fn perf_shares(app: &App, route: &str, secs: u64) -> PerfShares {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("perf.data");
+    let url = app.url(route);
+    let load = std::thread::spawn(move || wrk(&url, secs + 4, 8));
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut rec = Command::new("perf");
+    rec.args(["record", "-q", "-o"]).arg(&data).args(["-F", "999", "-e", "cpu-clock", "--call-graph", "dwarf,16384"]);
+    if cpu_count() >= 2 {
+        rec.args(["-a", "-C", "0"]);
+    } else {
+        rec.args(["-p", &app.pid.to_string()]);
+    }
+    let rec = rec.args(["--", "sleep", &secs.to_string()]).stdout(Stdio::null()).output().expect("perf record (scripts/setup installs linux-perf)");
+    assert!(rec.status.success(), "perf record: {}", String::from_utf8_lossy(&rec.stderr));
+    load.join().expect("wrk thread");
+    let report = Command::new("perf")
+        .args(["report", "-i"])
+        .arg(&data)
+        .args(["--pid", &app.pid.to_string(), "--children", "--sort", "symbol", "--stdio", "-g", "none"])
+        .output()
+        .expect("perf report");
+    assert!(report.status.success(), "perf report: {}", String::from_utf8_lossy(&report.stderr));
+    parse_perf_report(&String::from_utf8_lossy(&report.stdout))
+}
+
+/// Parses the rows of `perf report --children --sort symbol --stdio -g none`:
+/// `  39.67%     0.14%  [.] symbol` (children, self, the `[.]`/`[k]` mark, the symbol).
+pub fn parse_perf_report(text: &str) -> PerfShares {
+    let mut out = PerfShares::default();
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(children), Some(self_), Some(mark)) = (words.next(), words.next(), words.next()) else { continue };
+        let pct = |w: &str| w.strip_suffix('%').and_then(|n| n.parse::<f64>().ok()).map(|p| p / 100.0);
+        let (Some(children), Some(self_)) = (pct(children), pct(self_)) else { continue };
+        if !(mark.starts_with('[') && mark.ends_with(']')) {
+            continue;
+        }
+        // The IPC columns, when perf has no IPC: `-      -`.
+        let mut words: Vec<&str> = words.collect();
+        while words.last() == Some(&"-") {
+            words.pop();
+        }
+        let symbol = words.join(" ");
+        // perf prints one row per symbol; a symbol seen twice (inlined and not) keeps its larger share.
+        let c = out.children.entry(symbol.clone()).or_insert(0.0);
+        *c = c.max(children);
+        let s = out.self_.entry(symbol).or_insert(0.0);
+        *s = s.max(self_);
+    }
+    out
+}
