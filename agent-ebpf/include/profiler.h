@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 OR Apache-2.0 */
 /*
  * THE definition of every struct, key, value and limit shared between the BPF programs
- * (the src/ *.bpf.c files) and the agent. `src/abi.rs` mirrors this file with #[repr(C)] types and
- * compile-time size/offset asserts; change both together.
+ * (the src/ *.bpf.c files) and the agent. `src/abi.rs` mirrors this file with #[repr(C)] types;
+ * change both together: tests/abi_btf.rs checks the structs against the compiled objects' BTF,
+ * tests/abi_constants.rs every #define and enum value against this file as libclang reads it.
  *
  * Only fixed-width types; every struct is padded explicitly so that the C and Rust
  * layouts cannot drift.

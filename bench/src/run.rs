@@ -143,7 +143,7 @@ pub enum BenchError {
     #[error("wrk: {0}")]
     Load(#[from] LoadError),
     /// The app binary is missing.
-    #[error("target-app binary not found at {0}: build it with `cargo build --release -p target-app`")]
+    #[error("target-app binary not found at {0}: build it with `cargo build --release --workspace --bin target-app`")]
     NoAppBinary(PathBuf),
     /// The app did not answer `GET /json` with 200 in time.
     #[error("the app did not answer GET /json with 200 within {timeout_s} s; its last log lines:\n{log}")]

@@ -6,7 +6,7 @@
 //! serialized profile.
 //!
 //! Needs `target/release/target-app` beside the test's `profiler` binary
-//! (`cargo build --release -p target-app`).
+//! (`cargo build --release --workspace --bin target-app`).
 
 use test_support::{skip_unless, Need};
 
@@ -33,7 +33,7 @@ fn start_app(db_url: &str, costs: &str) -> App {
     // target/<profile>/deps/<this test> -> target/<profile>/target-app
     let exe = std::env::current_exe().expect("current_exe");
     let app = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>").join("target-app");
-    assert!(app.is_file(), "{} missing: cargo build --release -p target-app", app.display());
+    assert!(app.is_file(), "{} missing: cargo build --release --workspace --bin target-app", app.display());
     let mut cmd = Command::new(&app);
     cmd.env("DATABASE_URL", db_url).env("CRM_COSTS", costs);
     App::start(cmd)

@@ -77,7 +77,7 @@ pub struct AppArgs {
     /// The target-app binary. Default: `target-app` beside this `profiler` binary.
     #[arg(long)]
     pub app_binary: Option<PathBuf>,
-    /// Do not run `cargo build --release -p target-app` first, and reuse an existing image.
+    /// Do not run `cargo build --release --workspace --bin target-app` first, and reuse an existing image.
     #[arg(long)]
     pub skip_build: bool,
     /// Shared JWT secret of the app and the load scripts.

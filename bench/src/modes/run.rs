@@ -308,14 +308,17 @@ fn build_app(progress: &dyn Progress) -> Result<()> {
         // An installed profiler without its sources: use --app-binary.
         return Ok(());
     };
-    progress.step("cargo build --release -p target-app", Duration::ZERO);
+    // `--workspace` resolves the dependencies' features as the workspace build does
+    // (scripts/bench), so after it this is a no-op; `-p target-app` alone would resolve them
+    // for target-app only and rebuild its dependency tree (2m10s on a fresh clone).
+    progress.step("cargo build --release --workspace --bin target-app", Duration::ZERO);
     let status = std::process::Command::new("cargo")
-        .args(["build", "--release", "-p", "target-app"])
+        .args(["build", "--release", "--workspace", "--bin", "target-app"])
         .current_dir(&root)
         .status()
         .context("running cargo (is the Rust toolchain on PATH?)")?;
     if !status.success() {
-        bail!("cargo build --release -p target-app failed ({status})");
+        bail!("cargo build --release --workspace --bin target-app failed ({status})");
     }
     progress.done("target-app built");
     Ok(())
