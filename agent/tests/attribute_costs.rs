@@ -362,3 +362,61 @@ fn seeded_ids_are_the_spec_switch_names() {
     assert_eq!(ids, want, "all eight fire with frames and wire together");
     assert!(r.not_evaluated.is_empty());
 }
+
+/// The generic findings count the app's samples over the app's samples: the agent's own
+/// stacks are in neither. A profile where 40 of 100 samples are the agent's syscall program
+/// under an unmatched app function read "hottest self-time functions ... 100 samples
+/// (166.67% ± NaN)" before; it is 60 samples, 100% of the app's 60, and so is every truncated
+/// stack's share.
+#[test]
+fn generic_shares_leave_the_agents_samples_out_of_both_sides() {
+    let text = "requests 10\nfrequency_hz 99\n".to_string()
+        + "on 60 myapp::handler::work\n"
+        + "on 40 myapp::handler::work;entry_SYSCALL_64_[k];do_syscall_64_[k];bpf_trace_run2_[k];bpf_prog_0123456789abcdef_on_sys_enter_[k]\n";
+    let (mut p, req) = parse("agent-under-app", &text);
+    for s in &mut p.stacks {
+        s.truncated = true;
+    }
+    let r = ranked(&p, req, None);
+    let generic = |id: &str| r.generic.iter().find(|f| f.id == id).unwrap_or_else(|| panic!("no {id} in {:?}", r.generic.iter().map(|f| &f.id).collect::<Vec<_>>()));
+    for id in ["hot-functions", "truncated-stacks"] {
+        let f = generic(id);
+        assert_eq!(f.samples, 60, "{id}: the agent's 40 samples are not the app's");
+        assert!(close(f.cpu_share, 1.0), "{id}: {}", f.cpu_share);
+        assert!(f.cpu_share_se.is_finite() && close(f.cpu_share_se, 0.0), "{id}: ± {}", f.cpu_share_se);
+    }
+}
+
+/// Without a load generator, the measured throughput is the wire's requests per second of its
+/// steady window: an attach of 10.09 s around 5 s of `wrk -c4` on field-cases'
+/// `/case/regex-per-request` (wrk: 778.43 req/s) decoded 3,902 requests, 3,443 of them in a
+/// steady window of 4.4 s (782 req/s); over the whole run they read 387 req/s.
+#[test]
+fn attach_throughput_is_the_steady_windows() {
+    let (mut p, _) = load("without.txt");
+    p.meta.duration_ns = 10_086_215_718;
+    let mut w = WireSummary::default();
+    w.http.requests = 3902;
+    w.steady = Some(profiler::wire::summary::SteadyWindow {
+        start_ns: 100_000_000,
+        end_ns: 4_500_000_000,
+        http_requests: 3443,
+        endpoints: Vec::new(),
+        pg: PgSummary::default(),
+    });
+    let rules = RuleSet::builtin();
+    let opts = RankingOptions { rules: &rules, wire: Some(&w), base_req_per_s: None, label: "" };
+    let r = rank(&p, None, Bound::Unknown, &opts);
+    assert_eq!(r.requests_source.as_deref(), Some("wire"));
+    let x = r.base_req_per_s.unwrap();
+    assert!((x - 3443.0 / 4.4).abs() < 0.01, "{x}");
+    assert_eq!(r.throughput_source.as_deref(), Some("wire: 3443 requests in the steady window of 4.40 s"));
+    // A load generator's figure wins.
+    let r = rank(&p, None, Bound::Unknown, &RankingOptions { base_req_per_s: Some(778.43), ..opts });
+    assert_eq!((r.base_req_per_s, r.throughput_source.as_deref()), (Some(778.43), Some("given")));
+    let whole = WireSummary { steady: None, ..w.clone() };
+    let r = rank(&p, None, Bound::Unknown, &RankingOptions { wire: Some(&whole), ..opts });
+    let x = r.base_req_per_s.unwrap();
+    assert!((x - 3902.0 / 10.086_215_718).abs() < 0.01, "{x}");
+    assert_eq!(r.throughput_source.as_deref(), Some("wire: mean over the whole run of 10.09 s"));
+}

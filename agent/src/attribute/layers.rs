@@ -337,7 +337,7 @@ impl Attribution {
     pub fn app_share_se(&self, p: f64) -> f64 {
         match self.app_samples() {
             0 => 0.0,
-            n => (p * (1.0 - p) / n as f64).sqrt(),
+            n => (p.clamp(0.0, 1.0) * (1.0 - p.clamp(0.0, 1.0)) / n as f64).sqrt(),
         }
     }
 
@@ -412,13 +412,14 @@ impl Attribution {
         Some(self.frame_paths[*f as usize].clone())
     }
 
-    /// The hottest self-time functions outside known layers: for samples whose innermost
+    /// The hottest self-time functions outside known layers: for the app's samples (the
+    /// agent's own left out, as [`Attribution::app_share`] leaves them out) whose innermost
     /// user frame matched no rule, that frame's path with its samples, most first.
     pub fn hot_unattributed(&self, profile: &Profile, limit: usize) -> Vec<(String, u64)> {
         let mut counts: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
         for (si, stack) in profile.stacks.iter().enumerate() {
             let count = self.stack_samples[si];
-            if count == 0 {
+            if count == 0 || self.stack_profiler[si] {
                 continue;
             }
             let leaf_user = stack.frames.iter().rev().find(|&&f| profile.frames[f as usize].kind == FrameKind::User);

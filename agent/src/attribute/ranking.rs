@@ -258,8 +258,14 @@ pub struct Ranking {
     pub requests: Option<u64>,
     /// Where the request count came from (`wrk`, `wire`, `given`).
     pub requests_source: Option<String>,
-    /// Measured throughput of the test, req/s.
+    /// Measured throughput of the test, req/s: the load generator's when the caller gave one,
+    /// else the HTTP requests the wire decoded per second of its steady window (the stretch
+    /// under load, [`crate::wire::summary::SteadyWindow`]), else per second of the whole run.
     pub base_req_per_s: Option<f64>,
+    /// Where [`Ranking::base_req_per_s`] came from, for the reader (`given`, `wire: 3443
+    /// requests in the steady window of 4.40 s`, `wire: mean over the whole run of 10.09 s`).
+    #[serde(default)]
+    pub throughput_source: Option<String>,
     /// On-CPU samples.
     pub samples: u64,
     /// Sampling frequency, Hz.
@@ -411,7 +417,7 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         .stacks
         .iter()
         .enumerate()
-        .filter(|(_, s)| driver.is_some_and(|d| s.frames.iter().any(|&f| d.matches(&attr.frame_paths[f as usize]))))
+        .filter(|(i, s)| !attr.stack_profiler[*i] && driver.is_some_and(|d| s.frames.iter().any(|&f| d.matches(&attr.frame_paths[f as usize]))))
         .map(|(i, _)| attr.stack_samples[i])
         .sum();
     let worker_samples: Option<u64> = attr
@@ -422,8 +428,11 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         .filter(|&n: &u64| n > 0);
     let worker_threads = attr.role_names.iter().position(|n| n == super::fingerprint::WORKER_ROLE).map(|w| attr.thread_roles.values().filter(|&&r| r == w).count() as f64).filter(|&n| n > 0.0);
     let secs = profile.meta.duration_ns as f64 / 1e9;
-    // Without a load generator's figure, the requests the wire decoded over the run's duration.
-    let base_req_per_s = opts.base_req_per_s.or_else(|| requests.filter(|_| secs > 0.0 && source.as_deref() == Some("wire")).map(|r| r as f64 / secs));
+    let (base_req_per_s, throughput_source) = match opts.base_req_per_s {
+        Some(x) => (Some(x), Some("given".to_string())),
+        None if source.as_deref() == Some("wire") => wire_throughput(opts.wire, requests, secs),
+        None => (None, None),
+    };
     let inputs = GainInputs {
         worker_cpu_us_per_request: worker_samples.and_then(|n| attr.us_per_request(n as f64)),
         workers: worker_threads,
@@ -463,6 +472,7 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         requests,
         requests_source: source,
         base_req_per_s,
+        throughput_source,
         samples: attr.samples,
         frequency_hz: profile.meta.frequency_hz,
         sampled_cpu_us: attr.period_us.map(|p| p * attr.samples as f64),
@@ -716,6 +726,24 @@ impl DbPerRequest {
     }
 }
 
+/// Without a load generator's figure, the throughput the wire saw: requests per second of its
+/// steady window when it has one (a run that attached before the load or outlived it would
+/// otherwise read its idle seconds as slowness: 387 req/s over a 10 s attach around 5 s of
+/// wrk at 778 req/s, whose steady window read 782), else of the whole run. Returns the
+/// figure (req/s) and where it came from.
+fn wire_throughput(wire: Option<&WireSummary>, requests: Option<u64>, run_secs: f64) -> (Option<f64>, Option<String>) {
+    if let Some(w) = wire.and_then(|w| w.steady.as_ref()) {
+        let secs = w.end_ns.saturating_sub(w.start_ns) as f64 / 1e9;
+        if secs > 0.0 && w.http_requests > 0 {
+            return (Some(w.http_requests as f64 / secs), Some(format!("wire: {} requests in the steady window of {secs:.2} s", w.http_requests)));
+        }
+    }
+    match requests {
+        Some(r) if run_secs > 0.0 => (Some(r as f64 / run_secs), Some(format!("wire: mean over the whole run of {run_secs:.2} s"))),
+        _ => (None, None),
+    }
+}
+
 fn generic(attr: &Attribution, id: &str, title: String, samples: u64, evidence: Vec<String>) -> Finding {
     let share = attr.app_share(samples);
     Finding {
@@ -838,11 +866,19 @@ fn generic_findings(profile: &Profile, attr: &Attribution) -> Vec<Finding> {
         f.evidence.push(format!("the top {} functions no rule claims (innermost user frame), by self samples", hot.len()));
         out.push(f);
     }
-    // Allocation: samples whose innermost layer has the category `alloc`.
+    // Allocation: the app's samples whose innermost layer has the category `alloc`. Every
+    // count here is over the app's stacks only: its share is of the app's samples.
     let mut alloc = 0;
+    let mut truncated = 0;
     for (si, l) in attr.stack_self.iter().enumerate() {
+        if attr.stack_profiler[si] {
+            continue;
+        }
         if l.is_some_and(|l| attr.layers[l].category == "alloc") {
             alloc += attr.stack_samples[si];
+        }
+        if profile.stacks[si].truncated {
+            truncated += attr.stack_samples[si];
         }
     }
     out.push(generic(
@@ -850,17 +886,17 @@ fn generic_findings(profile: &Profile, attr: &Attribution) -> Vec<Finding> {
         "allocation",
         "CPU in the memory allocator (self time)".into(),
         alloc,
-        vec![format!("{alloc} of {} samples have their innermost layer in the allocator (malloc/free, mimalloc, jemalloc, __rust_alloc)", attr.samples)],
+        vec![format!("{alloc} of the app's {} samples have their innermost layer in the allocator (malloc/free, mimalloc, jemalloc, __rust_alloc)", attr.app_samples())],
     ));
-    if attr.truncated_samples > 0 {
+    if truncated > 0 {
         out.push(generic(
             attr,
             "truncated-stacks",
             "stacks cut before the thread start (callers unknown)".into(),
-            attr.truncated_samples,
+            truncated,
             vec![format!(
-                "{} of {} samples are on truncated stacks: their layers above the cut (and any cost fingerprint there) are missed; code without frame pointers (e.g. glibc syscall wrappers) cuts stacks",
-                attr.truncated_samples, attr.samples
+                "{truncated} of the app's {} samples are on truncated stacks: their layers above the cut (and any cost fingerprint there) are missed; code without frame pointers (e.g. glibc syscall wrappers) cuts stacks",
+                attr.app_samples()
             )],
         ));
     }

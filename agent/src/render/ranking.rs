@@ -65,7 +65,10 @@ pub fn markdown(r: &Ranking) -> String {
         "- requests: {}{}\n- measured throughput: {}\n- on-CPU samples: {} at {} Hz (sampled CPU {} ms; accounted CPU {} ms); {} on truncated stacks\n- sampled CPU per request: {} µs\n- bound: {}\n",
         r.requests.map_or("unknown".into(), |n| n.to_string()),
         r.requests_source.as_deref().map_or(String::new(), |s| format!(" (from {s})")),
-        r.base_req_per_s.map_or("unknown".into(), |x| format!("{x:.0} req/s")),
+        r.base_req_per_s.map_or("unknown".into(), |x| format!(
+            "{x:.0} req/s{}",
+            r.throughput_source.as_deref().filter(|s| *s != "given").map_or(String::new(), |s| format!(" ({s})"))
+        )),
         r.samples,
         r.frequency_hz,
         opt(r.sampled_cpu_us.map(|u| u / 1e3), 1),
