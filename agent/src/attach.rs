@@ -172,9 +172,10 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
         tracing::info!(path = %path.display(), "wrote");
     }
     // The ranking: layers and named costs per request (requests from the wire capture, when it
-    // saw HTTP traffic); the bounding resource is unknown without a load generator's figures.
+    // saw HTTP traffic); the bound from the target's CPU use against its CPU set and the
+    // wire's request latency (Bound::of_profile).
     let ranking_opts = crate::attribute::RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: "" };
-    let ranking = crate::render::ranking::write_ranking(&profile, None, crate::attribute::Bound::Unknown, &ranking_opts, &out)
+    let ranking = crate::render::ranking::write_ranking(&profile, None, crate::attribute::Bound::of_profile(&profile), &ranking_opts, &out)
         .with_context(|| format!("cannot write ranking.md into {}", out.display()))?;
     let page = out.join("index.html");
     crate::output::write_bytes_replacing(&page, render::html::attach_page(&profile, &ranking, &out))

@@ -72,7 +72,7 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
         }
         None => {
             let opts = crate::attribute::RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: "" };
-            crate::render::ranking::write_ranking(&profile, None, crate::attribute::Bound::Unknown, &opts, &out)
+            crate::render::ranking::write_ranking(&profile, None, crate::attribute::Bound::of_profile(&profile), &opts, &out)
                 .with_context(|| format!("cannot write ranking.md into {}", out.display()))?
         }
     };

@@ -185,3 +185,58 @@ fn payers_of_a_finding_by_hand() {
     assert!(close(rows[0].share, 0.40) && close(rows[5].share, 0.06) && close(rows[6].share, 0.10));
     assert!(finding(1, 0.1, None, None, None).payers().is_empty());
 }
+
+/// An attach's bound from its own measurements: an attach of 10.09 s around 5 s of `wrk -c4`
+/// on field-cases' regex route (the app pinned to one CPU) used 4.30 s of CPU for 3,902
+/// requests, 3,443 of them in a steady window of 4.4 s: 1.10 ms per request at 782 req/s is
+/// 0.86 of the one CPU under load (0.43 over the whole run, which the idle seconds dilute).
+/// On 2 CPUs the same figures are half a CPU set: the wire's latency bounds.
+#[test]
+fn attach_bound_from_the_targets_cpu_set_and_the_wire() {
+    use profiler::profile::Profile;
+    use profiler::wire::summary::{EndpointStats, SteadyWindow};
+    let mut p = Profile::default();
+    p.meta.duration_ns = 10_086_215_718;
+    p.meta.target_cpu_ns = Some(4_303_000_000);
+    p.meta.target_cpu_capacity = Some(1.0);
+    let mut w = profiler::wire::WireSummary::default();
+    w.http.requests = 3902;
+    w.http.endpoints = vec![EndpointStats {
+        endpoint: "GET /case/regex-per-request".into(),
+        requests: 3902,
+        statuses: [(200, 3900)].into_iter().collect(),
+        latency_total_ns: 3900 * 5_100_000,
+        latency_mean_ns: 5_100_000,
+    }];
+    w.steady = Some(SteadyWindow { start_ns: 100_000_000, end_ns: 4_500_000_000, http_requests: 3443, endpoints: Vec::new(), pg: Default::default() });
+    p.wire = Some(w.clone());
+    let used = 4.303 / 3902.0 * (3443.0 / 4.4);
+    match Bound::of_profile(&p) {
+        Bound::AppCpu { used_cpus, capacity_cpus } => assert!((used_cpus - used).abs() < 1e-9 && capacity_cpus == 1.0, "{used_cpus} of {capacity_cpus}"),
+        b => panic!("{b:?}"),
+    }
+    p.meta.target_cpu_capacity = Some(2.0);
+    match Bound::of_profile(&p) {
+        Bound::ServedLatency { used_cpus, capacity_cpus, latency_us } => {
+            assert!((used_cpus - used).abs() < 1e-9 && capacity_cpus == 2.0 && (latency_us - 5100.0).abs() < 1e-9, "{used_cpus} {capacity_cpus} {latency_us}");
+        }
+        b => panic!("{b:?}"),
+    }
+    // The gain of 255 µs of CPU per request at 5.1 ms: 5100/(5100-255)-1.
+    let g = predict(&finding(10, 0.05, Some(255.0), None, None), &Bound::of_profile(&p), &GainInputs::default());
+    assert_eq!(g.resource, "served_latency");
+    assert!(close(g.gain_pct, (5100.0 / 4845.0 - 1.0) * 100.0), "{}", g.gain_pct);
+    // Without a steady window: the mean over the run (0.43 of 1 CPU), then the latency.
+    p.meta.target_cpu_capacity = Some(1.0);
+    p.wire.as_mut().unwrap().steady = None;
+    assert!(matches!(Bound::of_profile(&p), Bound::ServedLatency { used_cpus, .. } if (used_cpus - 4.303 / 10.086_215_718).abs() < 1e-9));
+    // No response paired, no capacity or no CPU reading: unknown, never a guess.
+    p.wire.as_mut().unwrap().http.endpoints[0].statuses.clear();
+    assert_eq!(Bound::of_profile(&p), Bound::Unknown);
+    p.wire = Some(w);
+    p.meta.target_cpu_capacity = None;
+    assert_eq!(Bound::of_profile(&p), Bound::Unknown);
+    p.meta.target_cpu_capacity = Some(1.0);
+    p.meta.target_cpu_ns = None;
+    assert_eq!(Bound::of_profile(&p), Bound::Unknown);
+}

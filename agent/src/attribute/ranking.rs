@@ -42,6 +42,21 @@ pub enum Bound {
         /// Mean request latency, µs.
         latency_us: f64,
     },
+    /// The app's CPU set is not full and no load generator says how the load is offered
+    /// (`profiler attach`, [`Bound::of_profile`]): a gain is what removing the cost takes off
+    /// the mean request latency the wire measured, `L/(L-d) - 1`. Under a closed loop of
+    /// clients it bounds the throughput gain from above: their cycle is `L` plus their own
+    /// time and the network's, which the wire does not see (`wrk -c1` on field-cases: 20 µs
+    /// served, 96 µs by wrk).
+    ServedLatency {
+        /// Mean CPU the app used, CPUs.
+        used_cpus: f64,
+        /// CPUs the app could use.
+        capacity_cpus: f64,
+        /// Mean request latency, request head read to response written, as the wire
+        /// measured it, µs.
+        latency_us: f64,
+    },
     /// Not known (e.g. `profiler attach` without load figures): gains are computed as if the
     /// app's CPU were the bottleneck, and labelled so.
     Unknown,
@@ -65,6 +80,47 @@ impl Bound {
         }
     }
 
+    /// The bound of a run without a load generator's figures (`profiler attach`, `profiler
+    /// report`), from what the profile measured: [`Bound::AppCpu`] when the target used at
+    /// least [`SATURATED`] of the CPUs it could use ([`Meta::target_cpu_ns`] per HTTP request
+    /// times the requests per second of the wire's steady window, else over the whole run,
+    /// against [`Meta::target_cpu_capacity`]); else [`Bound::ServedLatency`] when the wire
+    /// paired HTTP responses with their requests; else [`Bound::Unknown`] (the target's CPU,
+    /// its capacity or the run's length unknown, or no HTTP latency decoded). The database's
+    /// CPU is not measured here: a database-bound service reads as `ServedLatency`.
+    ///
+    /// [`Meta::target_cpu_ns`]: crate::profile::Meta::target_cpu_ns
+    /// [`Meta::target_cpu_capacity`]: crate::profile::Meta::target_cpu_capacity
+    pub fn of_profile(profile: &Profile) -> Bound {
+        let meta = &profile.meta;
+        let secs = meta.duration_ns as f64 / 1e9;
+        let (Some(cpu_ns), Some(capacity)) = (meta.target_cpu_ns, meta.target_cpu_capacity.filter(|&c| c > 0.0)) else {
+            return Bound::Unknown;
+        };
+        if secs <= 0.0 {
+            return Bound::Unknown;
+        }
+        // Under load: the CPU per request times the requests per second of the wire's steady
+        // window, when it has one (a run longer than its load would otherwise count its idle
+        // seconds); else the mean over the run.
+        let steady = profile.wire.as_ref().filter(|w| w.http.requests > 0).and_then(|w| {
+            let st = w.steady.as_ref()?;
+            let window_s = st.end_ns.saturating_sub(st.start_ns) as f64 / 1e9;
+            (window_s > 0.0).then(|| cpu_ns as f64 / 1e9 / w.http.requests as f64 * st.http_requests as f64 / window_s)
+        });
+        let used = steady.unwrap_or(cpu_ns as f64 / 1e9 / secs);
+        if used / capacity >= SATURATED {
+            return Bound::AppCpu { used_cpus: used, capacity_cpus: capacity };
+        }
+        let Some(http) = profile.wire.as_ref().map(|w| &w.http) else { return Bound::Unknown };
+        let responses: u64 = http.endpoints.iter().flat_map(|e| e.statuses.values()).sum();
+        let total_ns: u64 = http.endpoints.iter().map(|e| e.latency_total_ns).sum();
+        if responses == 0 || total_ns == 0 {
+            return Bound::Unknown;
+        }
+        Bound::ServedLatency { used_cpus: used, capacity_cpus: capacity, latency_us: total_ns as f64 / responses as f64 / 1e3 }
+    }
+
     /// A short description, e.g. `app CPU (0.97 of 1 CPUs)`.
     pub fn describe(&self) -> String {
         match self {
@@ -73,6 +129,10 @@ impl Bound {
             Bound::Latency { connections, latency_us } => {
                 format!("latency at {connections} connections (mean {:.2} ms; neither CPU set is {:.0}% busy)", latency_us / 1e3, SATURATED * 100.0)
             }
+            Bound::ServedLatency { used_cpus, capacity_cpus, latency_us } => format!(
+                "not the app's CPU ({used_cpus:.2} of {capacity_cpus} CPUs used under load): gains are the cut in the mean request latency the wire measured ({:.3} ms, head read to response written); a closed loop of clients gains at most that much throughput (their own time is not seen)",
+                latency_us / 1e3
+            ),
             Bound::Unknown => "unknown (gains computed as if the app's CPU were the bottleneck)".into(),
         }
     }
@@ -106,7 +166,8 @@ pub fn latency_bound_gain(latency_us: f64, removed_us: f64) -> f64 {
 /// A predicted gain and how it was computed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Gain {
-    /// The resource the prediction is for (`app_cpu`, `db_cpu`, `latency`, `assumed_app_cpu`).
+    /// The resource the prediction is for (`app_cpu`, `db_cpu`, `latency`, `served_latency`,
+    /// `assumed_app_cpu`, `runtime_workers`).
     pub resource: String,
     /// The cost's share of that resource per request, 0..1 (CPU-bound models).
     pub share: Option<f64>,
@@ -159,7 +220,8 @@ pub fn predict(finding: &Finding, bound: &Bound, ctx: &GainInputs) -> Gain {
             let g = cpu_bound_gain(s);
             mk("db_cpu", Some(s), None, g, format!("1/(1-{s:.4})-1 = {:.2}% (share of round trips)", g * 100.0))
         }
-        Bound::Latency { latency_us, .. } => {
+        Bound::Latency { latency_us, .. } | Bound::ServedLatency { latency_us, .. } => {
+            let resource = if matches!(bound, Bound::Latency { .. }) { "latency" } else { "served_latency" };
             let cpu_us = if finding.samples > 0 {
                 finding.cpu_us_per_request.unwrap_or(0.0)
             } else {
@@ -167,7 +229,7 @@ pub fn predict(finding: &Finding, bound: &Bound, ctx: &GainInputs) -> Gain {
             };
             let d = cpu_us + finding.db_latency_us_per_request.unwrap_or(0.0);
             let g = latency_bound_gain(*latency_us, d);
-            mk("latency", None, Some(d), g, format!("{latency_us:.1}/({latency_us:.1}-{d:.2})-1 = {:.2}%", g * 100.0))
+            mk(resource, None, Some(d), g, format!("{latency_us:.1}/({latency_us:.1}-{d:.2})-1 = {:.2}%", g * 100.0))
         }
     }
 }

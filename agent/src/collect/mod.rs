@@ -205,6 +205,8 @@ pub struct Collector {
     started: Instant,
     started_at: String,
     cpu_at_start: Option<u64>,
+    /// CPUs the target could use, read at the start.
+    cpu_capacity: Option<f64>,
     /// Time from the start of [`Collector::start`] until everything was attached.
     attach_time: Duration,
     /// The agent's own CPU time (user + system) when the run started (`started`, just before
@@ -525,6 +527,7 @@ impl Collector {
         // that refuses only leaves `Footprint::programs` empty.
         let run_stats = if options.bpf_run_stats { enable_run_stats().ok() } else { None };
         let cpu_at_start = target.cpu_time_ns();
+        let cpu_capacity = target.cpu_capacity();
         let self_cpu_at_start = self_cpu_ns();
         let loop_thread = (std::thread::current().id(), current_thread_cpu_ns());
         let started = Instant::now();
@@ -564,6 +567,7 @@ impl Collector {
             started,
             started_at,
             cpu_at_start,
+            cpu_capacity,
             attach_time: load_started.elapsed(),
             self_cpu_at_start,
             loop_thread,
@@ -790,6 +794,7 @@ impl Collector {
             wire: wire_report,
             footprint: Some(footprint),
             syscall_windows,
+            target_cpu_capacity: self.cpu_capacity,
         };
         Ok(RawProfile { meta, processes, on_cpu, off_cpu, syscalls, lost, wire, endpoints, maps: self.maps, bpf_symbols })
     }

@@ -67,6 +67,11 @@ pub struct Meta {
     /// the whole run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub syscall_windows: Option<SyscallWindows>,
+    /// CPUs the target could use during the run ([`crate::target::ResolvedTarget::cpu_capacity`]:
+    /// its cgroup's quota or cpuset, or its main process's affinity), when known: what
+    /// [`Meta::target_cpu_ns`] over the run is a share of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_cpu_capacity: Option<f64>,
 }
 
 impl Meta {

@@ -23,9 +23,16 @@ pub fn list_len(list: &str) -> u32 {
 
 /// The CPUs this process may run on (`sched_getaffinity(2)`), ascending; empty if unknown.
 pub fn allowed() -> Vec<u32> {
-    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for this process.
+    allowed_of(0)
+}
+
+/// The CPUs process `pid` may run on (`sched_getaffinity(2)`; 0 = this process), ascending;
+/// empty if unknown (no such process).
+pub fn allowed_of(pid: u32) -> Vec<u32> {
+    let Ok(pid) = libc::pid_t::try_from(pid) else { return Vec::new() };
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for that process.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+    if unsafe { libc::sched_getaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
         return Vec::new();
     }
     // SAFETY: CPU_ISSET reads the set filled above, with an index below CPU_SETSIZE.

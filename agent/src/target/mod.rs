@@ -257,6 +257,30 @@ impl ResolvedTarget {
         Some(total)
     }
 
+    /// CPUs the target may use, a fraction where a quota says so: the smallest of its cgroup's
+    /// `cpu.max` (quota / period), its cgroup's `cpuset.cpus.effective`, and its main
+    /// process's affinity (`sched_getaffinity(2)`). `None` when none can be read. The
+    /// capacity its measured CPU use is a share of (the bound of an attach).
+    pub fn cpu_capacity(&self) -> Option<f64> {
+        let mut cap: Option<f64> = None;
+        let mut take = |c: f64| cap = Some(cap.map_or(c, |m: f64| m.min(c)));
+        if let Some(dir) = &self.cgroup_dir {
+            if let Some(q) = fs::read_to_string(dir.join("cpu.max")).ok().as_deref().and_then(quota_cpus) {
+                take(q);
+            }
+            if let Some(n) = fs::read_to_string(dir.join("cpuset.cpus.effective")).ok().and_then(|l| crate::sys::cpus::parse_list(l.trim())) {
+                if !n.is_empty() {
+                    take(n.len() as f64);
+                }
+            }
+        }
+        let n = crate::sys::cpus::allowed_of(self.main_pid).len();
+        if n > 0 {
+            take(n as f64);
+        }
+        cap
+    }
+
     /// The host path under which `path` (absolute, as the target's process sees it) can be
     /// read: `/proc/<main_pid>/root/<path>`. The kernel resolves it in the process's mount
     /// namespace, so no host path is built from container-controlled strings.
@@ -339,6 +363,15 @@ fn join_inside(base: &Path, inner: &Path) -> Result<PathBuf, TargetError> {
     Ok(out)
 }
 
+/// CPUs of a cgroup v2 `cpu.max` (`QUOTA PERIOD` in µs, or `max PERIOD`): quota / period,
+/// `None` without a quota.
+fn quota_cpus(text: &str) -> Option<f64> {
+    let mut w = text.split_whitespace();
+    let (quota, period) = (w.next()?, w.next()?);
+    let (quota, period): (f64, f64) = (quota.parse().ok()?, period.parse().ok()?);
+    (quota > 0.0 && period > 0.0).then(|| quota / period)
+}
+
 /// `State.Pid` of a running container, via the Docker engine API.
 fn container_pid(name: &str) -> Result<u32, TargetError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -377,6 +410,13 @@ fn container_pid(name: &str) -> Result<u32, TargetError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_max_quota() {
+        assert_eq!(quota_cpus("150000 100000\n"), Some(1.5));
+        assert_eq!(quota_cpus("max 100000\n"), None);
+        assert_eq!(quota_cpus(""), None);
+    }
 
     #[test]
     fn join_inside_refuses_parent_components() {
