@@ -1,7 +1,6 @@
 //! The ranking: named costs with their evidence and predicted throughput gain, written as
 //! `ranking.md` and `ranking.json` (the model is in the [module docs](super)).
 
-
 use serde::{Deserialize, Serialize};
 
 use super::costs::{self, Confidence, Finding, FindingKind, NotEvaluated};
