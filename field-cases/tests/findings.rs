@@ -1,9 +1,10 @@
 //! The profiler's named costs on the field-cases routes, against `expected.toml`: each case's
 //! finding fires on its route with its per-request figures within 25% of the instrument
-//! outside the profiler (a share of samples also within 3 of its standard errors) (`[[case.compare]]`: perf, perf stat tracepoints, strace), and stays
-//! silent on its control; the `silent` ids fire on neither. Syscall counts are taken with
-//! `--syscalls-duty 100` (every call counted, as perf stat counts them) unless a case says
-//! otherwise (`attach`).
+//! outside the profiler (`[[case.compare]]`: perf, perf stat tracepoints, strace; a share of
+//! samples also within 3 of its standard errors; a share that follows the machine is measured by
+//! perf during the profile), and stays silent on its control; the `silent` ids fire on neither.
+//! Syscall counts are taken with `--syscalls-duty 100` (every call counted, as perf stat counts
+//! them) unless a case says otherwise (`attach`).
 
 mod common;
 
@@ -48,11 +49,11 @@ struct Truth {
     /// The instrument's figure; with `perf_children` or `perf_self`, the one of the last hand
     /// measurement, for reference: the test measures its own.
     value: f64,
-    /// Measured by `perf` on the spot ([`common::perf_shares`]) instead of taken from `value`:
-    /// the share of the app's samples with a function whose name contains this on the stack
-    /// (the largest such share: nested frames of one call are not added).
+    /// Measured by `perf` during the profile ([`common::profile_with_perf`]) instead of taken from `value`:
+    /// the share of the app's samples with a function whose name contains one of these on the
+    /// stack (each sample counted once).
     #[serde(default)]
-    perf_children: Option<String>,
+    perf_children: Vec<String>,
     /// Measured by `perf` on the spot: the share of the app's samples whose leaf frame is the
     /// function of exactly this name.
     #[serde(default)]
@@ -60,23 +61,31 @@ struct Truth {
 }
 
 impl Truth {
-    /// The figure to compare with: `perf`'s when the truth is measured on the spot.
-    fn measured(&self, perf: Option<&common::PerfShares>) -> f64 {
-        let Some(perf) = perf else { return self.value };
-        let got = if let Some(name) = &self.perf_children {
-            perf.children.iter().filter(|(f, _)| f.contains(name.as_str())).map(|(_, s)| *s).fold(None, |m: Option<f64>, s| Some(m.map_or(s, |m| m.max(s))))
-        } else if let Some(name) = &self.perf_self {
-            Some(perf.self_.get(name).copied().unwrap_or(0.0))
-        } else {
-            return self.value;
-        };
-        let got = got.unwrap_or_else(|| panic!("perf saw no function named like {:?} on {}", self.perf_children, self.route));
-        println!("  perf on this machine: {} = {got:.4} (the last hand measurement: {})", self.figure, self.value);
-        got
+    /// The figure to compare with and its standard error: `value` and 0, or perf's share for a
+    /// truth measured on the spot and that share's binomial standard error over perf's samples.
+    fn measured(&self, perf: Option<&common::PerfStacks>) -> (f64, f64) {
+        let Some(perf) = perf.filter(|_| self.live()) else { return (self.value, 0.0) };
+        let got = self.perf_reading(perf);
+        let n = perf.stacks.len() as f64;
+        let se = (got * (1.0 - got) / n).sqrt();
+        println!("  perf on this machine, during the profile: {} = {got:.4} ± {se:.4} ({n} samples; the last hand measurement: {})", self.figure, self.value);
+        (got, se)
+    }
+
+    /// This truth's figure in perf's stacks.
+    fn perf_reading(&self, perf: &common::PerfStacks) -> f64 {
+        if let Some(name) = &self.perf_self {
+            return perf.leaf_share(name);
+        }
+        let names: Vec<&str> = self.perf_children.iter().map(String::as_str).collect();
+        let share = perf.share_under(&names);
+        // A truth that matches nothing is a typo or a lost unwinding, not a share of 0.
+        assert!(share > 0.0, "perf saw no function named like {names:?} on {}", self.route);
+        share
     }
 
     fn live(&self) -> bool {
-        self.perf_children.is_some() || self.perf_self.is_some()
+        !self.perf_children.is_empty() || self.perf_self.is_some()
     }
 }
 
@@ -152,8 +161,9 @@ fn figure(finding: &serde_json::Value, expr: &str) -> Option<f64> {
 
 const PROFILE_SECS: u64 = 6;
 
-/// Seconds of `perf record` for a truth measured on the spot (about 4,000 samples at 999 Hz).
-const PERF_SECS: u64 = 4;
+/// Seconds of `perf record` for a truth measured on the spot, inside the profile's
+/// [`PROFILE_SECS`] of load (about 500 samples at the agent's 99 Hz).
+const PERF_SECS: u64 = 5;
 
 fn check(route: &str) {
     if skip_unless_root() {
@@ -170,8 +180,12 @@ fn check(route: &str) {
     // A warm-up request each: lazily built state (the static regex, the logger thread).
     assert_eq!(app.get(&case.route).0, 200);
     assert_eq!(app.get(&case.control).0, 200);
-    let perf = live.then(|| common::perf_shares(&app, &case.route, PERF_SECS));
-    let on = profile(&app, &case.route, PROFILE_SECS, &extra);
+    let (on, perf) = if live {
+        let (on, perf) = common::profile_with_perf(&app, &case.route, PROFILE_SECS, &extra, PERF_SECS);
+        (on, Some(perf))
+    } else {
+        (profile(&app, &case.route, PROFILE_SECS, &extra), None)
+    };
     let off = profile(&app, &case.control, PROFILE_SECS, &extra);
     let (on_ids, off_ids) = (ids(&on.ranking), ids(&off.ranking));
     println!("{}: {on_ids:?} ({:.0} req/s); {}: {off_ids:?} ({:.0} req/s)", case.route, on.wrk.req_per_s, case.control, off.wrk.req_per_s);
@@ -194,20 +208,23 @@ fn check(route: &str) {
     for c in &case.compare {
         let truth = case.truth.iter().find(|t| t.figure == c.truth && t.route == case.route).unwrap_or_else(|| panic!("no truth {} on {}", c.truth, case.route));
         let mut got = figure(finding, &c.ranking).unwrap_or_else(|| panic!("{}: no {} in {finding}", case.finding, c.ranking));
-        let mut expected = truth.measured(perf.as_ref());
-        // A share carries the profile's own sampling error: 25% of a 10% share is about 2
-        // standard errors of 600 samples, so a share may also be off by 3 of them.
-        let mut sampling = if c.ranking == "cpu_share" { 3.0 * finding["cpu_share_se"].as_f64().unwrap_or(0.0) } else { 0.0 };
+        let (mut expected, mut truth_se) = truth.measured(perf.as_ref());
+        // A share carries the profile's own sampling error (and perf's, for a truth perf
+        // measured during the profile): 25% of a 10% share is about 2 standard errors of 600
+        // samples, so a share may also be off by 3 standard errors of the difference.
+        let mut share_se = finding["cpu_share_se"].as_f64().unwrap_or(0.0);
         if let (Some(leaf), Some(leaf_truth)) = (&c.leave_out_leaf, &c.leaf_truth) {
             let profile: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(on.out.path().join("out/profile.json")).expect("profile.json")).expect("JSON");
             let ours = leaf_share(&profile, leaf);
-            let theirs = case.truth.iter().find(|t| &t.figure == leaf_truth && t.route == case.route).unwrap_or_else(|| panic!("no truth {leaf_truth}")).measured(perf.as_ref());
+            let theirs = case.truth.iter().find(|t| &t.figure == leaf_truth && t.route == case.route).unwrap_or_else(|| panic!("no truth {leaf_truth}")).measured(perf.as_ref()).0;
             println!("  leaving out the samples at `{leaf}`: {:.1}% of the profile's, {:.1}% of the instrument's", 100.0 * ours, 100.0 * theirs);
             got /= 1.0 - ours;
-            sampling /= 1.0 - ours;
+            share_se /= 1.0 - ours;
             expected /= 1.0 - theirs;
+            truth_se /= 1.0 - theirs;
         }
-        let truth = Truth { route: truth.route.clone(), figure: truth.figure.clone(), value: expected, perf_children: None, perf_self: None };
+        let sampling = if c.ranking == "cpu_share" { 3.0 * share_se.hypot(truth_se) } else { 0.0 };
+        let truth = Truth { route: truth.route.clone(), figure: truth.figure.clone(), value: expected, perf_children: Vec::new(), perf_self: None };
         let allowed = (c.tolerance.unwrap_or(TOLERANCE) * truth.value.abs()).max(sampling);
         println!("  {} = {got:.4} against {} = {} ({:+.1}%, allowed ±{allowed:.4})", c.ranking, c.truth, truth.value, 100.0 * (got - truth.value) / truth.value);
         assert!((got - truth.value).abs() <= allowed, "{}: {} = {got:.4}, the instrument's {} = {} (off by more than {allowed:.4}: the tolerance of it, or 3 standard errors of the share)", case.route, c.ranking, c.truth, truth.value);

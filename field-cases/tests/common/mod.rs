@@ -342,6 +342,33 @@ pub fn profile(app: &App, route: &str, secs: u64, extra: &[&str]) -> Profiled {
 /// [`profile`] with one wrk per route, all at once (4 connections each when there are
 /// several); [`Profiled::wrk`] is the first route's, the second value every route's.
 pub fn profile_routes(app: &App, routes: &[&str], secs: u64, extra: &[&str]) -> (Profiled, Vec<WrkResult>) {
+    let (p, all, ()) = profile_routes_during(app, routes, secs, extra, || ());
+    (p, all)
+}
+
+/// [`profile`] with `perf record` on the app for `perf_secs` (< `secs`) while the load runs,
+/// from its first half second, at the profile's sampling frequency (`--frequency` in `extra`,
+/// else the agent's default). The outside instrument sees the same requests as the profile (the
+/// file-read route's kernel share moved from 0.100 to 0.128 within one process, 30 s apart, so a
+/// reading taken before or after the profile can miss what the profile saw) and samples as
+/// often: at 999 Hz perf and the agent alike read that share as 0.108-0.112, at 99 Hz both as
+/// 0.084-0.091, one after the other on one process under one load.
+pub fn profile_with_perf(app: &App, route: &str, secs: u64, extra: &[&str], perf_secs: u64) -> (Profiled, PerfStacks) {
+    assert!(perf_secs < secs, "perf must record inside the load");
+    let hz = extra.iter().position(|a| *a == "--frequency").and_then(|i| extra.get(i + 1)).map_or(Some(AGENT_FREQUENCY_HZ), |f| f.parse().ok()).expect("--frequency N");
+    let (p, _, perf) = profile_routes_during(app, &[route], secs, extra, || {
+        std::thread::sleep(Duration::from_millis(500));
+        perf_record(app, perf_secs, hz)
+    });
+    (p, perf)
+}
+
+/// `profiler attach --frequency`'s default, Hz.
+const AGENT_FREQUENCY_HZ: u64 = 99;
+
+/// [`profile_routes`], running `during` on this thread once the load has started (its result
+/// the third value).
+fn profile_routes_during<T>(app: &App, routes: &[&str], secs: u64, extra: &[&str], during: impl FnOnce() -> T) -> (Profiled, Vec<WrkResult>, T) {
     let profiler = release_bin("profiler");
     let out = tempfile::Builder::new().prefix("field-cases-profile-").tempdir().expect("tempdir");
     let dir = out.path().join("out");
@@ -400,6 +427,7 @@ pub fn profile_routes(app: &App, routes: &[&str], secs: u64, extra: &[&str]) -> 
             std::thread::spawn(move || wrk(&url, secs, conns))
         })
         .collect();
+    let during = during();
     let all: Vec<WrkResult> = runs.into_iter().map(|t| t.join().expect("wrk thread")).collect();
     let wrk = all[0].clone();
     let after = app.served_total();
@@ -423,33 +451,52 @@ pub fn profile_routes(app: &App, routes: &[&str], secs: u64, extra: &[&str]) -> 
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}; profiler stderr:\n{profiler_stderr}", path.display()));
     let ranking = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()));
-    (Profiled { ranking, wrk, served: after - before, profiler_stdout, out }, all)
+    (Profiled { ranking, wrk, served: after - before, profiler_stdout, out }, all, during)
 }
 
-/// What `perf` saw of the app under load: per symbol, the share of the app's on-CPU samples
-/// with the symbol on the stack (`children`) and the share whose leaf frame it is (`self_`).
+/// What `perf` saw of the app under load: the call stack of each of the app's on-CPU samples.
 #[derive(Debug, Default)]
-pub struct PerfShares {
-    /// `perf report --children`: symbol -> share (0..1) of samples with it on the stack.
-    pub children: std::collections::HashMap<String, f64>,
-    /// The `Self` column: symbol -> share (0..1) of samples whose leaf frame it is.
-    pub self_: std::collections::HashMap<String, f64>,
+pub struct PerfStacks {
+    /// One entry per sample of the app's process: its frames' function names, leaf first
+    /// (`perf script --no-inline`: inlined calls are not frames of their own).
+    pub stacks: Vec<Vec<String>>,
 }
 
-/// Loads `route` with wrk for `secs` + 4 s and, from its second second, records the app's CPU
-/// with `perf record -F 999 -e cpu-clock --call-graph dwarf,16384` for `secs` s (on CPU 0,
-/// where the app is pinned, when there are 2 CPUs; else `-p PID`), then reads
-/// `perf report --pid PID --children --sort symbol --stdio -g none`. The outside instrument of
+impl PerfStacks {
+    /// Share (0..1) of the samples with a frame whose function name contains one of `names`
+    /// (perf report's children share of a function, counted once per sample, so nested or
+    /// recursive frames are never added twice); 0 without samples.
+    pub fn share_under(&self, names: &[&str]) -> f64 {
+        self.share(|stack| stack.iter().any(|f| names.iter().any(|n| f.contains(n))))
+    }
+
+    /// Share (0..1) of the samples whose leaf frame is the function named exactly `name`
+    /// (perf report's self share).
+    pub fn leaf_share(&self, name: &str) -> f64 {
+        self.share(|stack| stack.first().is_some_and(|f| f == name))
+    }
+
+    fn share(&self, pick: impl Fn(&[String]) -> bool) -> f64 {
+        if self.stacks.is_empty() {
+            return 0.0;
+        }
+        self.stacks.iter().filter(|s| pick(s)).count() as f64 / self.stacks.len() as f64
+    }
+}
+
+/// Records the app's CPU with `perf record -F HZ -e cpu-clock --call-graph dwarf,16384` for
+/// `secs` s (on CPU 0, where the app is pinned, when there are 2 CPUs; else `-p PID`) and reads
+/// the app's stacks back with `perf script --no-inline -F pid,ip,sym`. The outside instrument of
 /// a share that follows the machine (glibc's name service reads files whose size and count
-/// differ from machine to machine), taken on the machine that runs the test.
-pub fn perf_shares(app: &App, route: &str, secs: u64) -> PerfShares {
+/// differ from machine to machine), taken on the machine that runs the test, under the caller's
+/// load. Shares are taken from the stacks, not from `perf report --sort symbol`: that splits
+/// one function into several rows when another process of the same binary runs (a test beside
+/// this one), and its default percentages divide by every sample of the CPU.
+fn perf_record(app: &App, secs: u64, hz: u64) -> PerfStacks {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("perf.data");
-    let url = app.url(route);
-    let load = std::thread::spawn(move || wrk(&url, secs + 4, 8));
-    std::thread::sleep(Duration::from_millis(1500));
     let mut rec = Command::new("perf");
-    rec.args(["record", "-q", "-o"]).arg(&data).args(["-F", "999", "-e", "cpu-clock", "--call-graph", "dwarf,16384"]);
+    rec.args(["record", "-q", "-o"]).arg(&data).args(["-F", &hz.to_string(), "-e", "cpu-clock", "--call-graph", "dwarf,16384"]);
     if cpu_count() >= 2 {
         rec.args(["-a", "-C", "0"]);
     } else {
@@ -457,40 +504,26 @@ pub fn perf_shares(app: &App, route: &str, secs: u64) -> PerfShares {
     }
     let rec = rec.args(["--", "sleep", &secs.to_string()]).stdout(Stdio::null()).output().expect("perf record (scripts/setup installs linux-perf)");
     assert!(rec.status.success(), "perf record: {}", String::from_utf8_lossy(&rec.stderr));
-    load.join().expect("wrk thread");
-    let report = Command::new("perf")
-        .args(["report", "-i"])
-        .arg(&data)
-        .args(["--pid", &app.pid.to_string(), "--children", "--sort", "symbol", "--stdio", "-g", "none"])
-        .output()
-        .expect("perf report");
-    assert!(report.status.success(), "perf report: {}", String::from_utf8_lossy(&report.stderr));
-    parse_perf_report(&String::from_utf8_lossy(&report.stdout))
+    let script = Command::new("perf").args(["script", "-i"]).arg(&data).args(["--no-inline", "-F", "pid,ip,sym"]).output().expect("perf script");
+    assert!(script.status.success(), "perf script: {}", String::from_utf8_lossy(&script.stderr));
+    let stacks = parse_perf_script(&String::from_utf8_lossy(&script.stdout), app.pid);
+    assert!(stacks.stacks.len() as u64 >= hz * secs / 4, "perf recorded {} samples of the app in {secs} s at {hz} Hz", stacks.stacks.len());
+    stacks
 }
 
-/// Parses the rows of `perf report --children --sort symbol --stdio -g none`:
-/// `  39.67%     0.14%  [.] symbol` (children, self, the `[.]`/`[k]` mark, the symbol).
-pub fn parse_perf_report(text: &str) -> PerfShares {
-    let mut out = PerfShares::default();
-    for line in text.lines() {
-        let mut words = line.split_whitespace();
-        let (Some(children), Some(self_), Some(mark)) = (words.next(), words.next(), words.next()) else { continue };
-        let pct = |w: &str| w.strip_suffix('%').and_then(|n| n.parse::<f64>().ok()).map(|p| p / 100.0);
-        let (Some(children), Some(self_)) = (pct(children), pct(self_)) else { continue };
-        if !(mark.starts_with('[') && mark.ends_with(']')) {
+/// Parses `perf script -F pid,ip,sym` into the stacks of process `pid`: a sample is a line with
+/// its pid, then one line per frame (`\t  ffffffff8123 vfs_read`: address, function name, which
+/// perf gives as `[unknown]` when it has none), then a blank line.
+pub fn parse_perf_script(text: &str, pid: u32) -> PerfStacks {
+    let mut out = PerfStacks::default();
+    for sample in text.split("\n\n") {
+        let mut lines = sample.lines().filter(|l| !l.trim().is_empty());
+        let Some(head) = lines.next() else { continue };
+        if head.trim().parse::<u32>() != Ok(pid) {
             continue;
         }
-        // The IPC columns, when perf has no IPC: `-      -`.
-        let mut words: Vec<&str> = words.collect();
-        while words.last() == Some(&"-") {
-            words.pop();
-        }
-        let symbol = words.join(" ");
-        // perf prints one row per symbol; a symbol seen twice (inlined and not) keeps its larger share.
-        let c = out.children.entry(symbol.clone()).or_insert(0.0);
-        *c = c.max(children);
-        let s = out.self_.entry(symbol).or_insert(0.0);
-        *s = s.max(self_);
+        let frames = lines.filter_map(|l| l.trim().split_once(' ').map(|(_, sym)| sym.trim().to_string())).collect();
+        out.stacks.push(frames);
     }
     out
 }
