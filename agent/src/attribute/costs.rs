@@ -345,13 +345,14 @@ impl Ctx<'_> {
         let mut by_role = std::collections::BTreeMap::new();
         let mut by_endpoint: std::collections::BTreeMap<Option<u32>, u64> = std::collections::BTreeMap::new();
         for (si, stack) in self.profile.stacks.iter().enumerate() {
-            let per_role = &self.attr.stack_role_samples[si];
+            // The app's samples: the agent's own cost (its BPF programs, its uprobe traps) is no
+            // cost of the app's.
+            let per_role = &self.attr.app_stack_role_samples[si];
             let n: u64 = match roles {
-                None => self.attr.stack_samples[si],
+                None => self.attr.app_stack_samples[si],
                 Some(r) => r.iter().map(|&i| per_role[i]).sum(),
             };
-            // The agent's own cost (its BPF programs, its uprobe traps) is no cost of the app's.
-            if n == 0 || self.attr.stack_profiler[si] {
+            if n == 0 {
                 continue;
             }
             let hits = select(si, &stack.frames);
@@ -720,8 +721,8 @@ pub fn long_cpu_on_worker(ctx: &Ctx<'_>, claimed: &std::collections::HashSet<usi
     let mut depth: HashMap<usize, u64> = HashMap::new();
     let mut worker_samples = 0u64;
     for si in 0..ctx.profile.stacks.len() {
-        let n = ctx.attr.stack_role_samples[si][worker];
-        if n == 0 || ctx.attr.stack_profiler[si] {
+        let n = ctx.attr.app_stack_role_samples[si][worker];
+        if n == 0 {
             continue;
         }
         worker_samples += n;
@@ -758,7 +759,7 @@ pub fn long_cpu_on_worker(ctx: &Ctx<'_>, claimed: &std::collections::HashSet<usi
         let first = fr.iter().position(|&f| ctx.attr.frame_owner[f as usize] == Some(owner)).unwrap_or(fr.len() - 1);
         let mut v = vec![first];
         if let Some(ci) = ctx.caller_of(fr, first, &|p| owned_paths.contains(p)) {
-            *callers.entry(ctx.describe(fr[ci])).or_default() += ctx.attr.stack_role_samples[si][worker];
+            *callers.entry(ctx.describe(fr[ci])).or_default() += ctx.attr.app_stack_role_samples[si][worker];
             v.push(ci);
         }
         v
@@ -785,7 +786,7 @@ pub fn long_cpu_on_worker(ctx: &Ctx<'_>, claimed: &std::collections::HashSet<usi
     f.owner = if ctx.attr.layers[owner].category == super::layers::APP_CATEGORY {
         let mut own: HashMap<String, u64> = HashMap::new();
         for (si, stack) in ctx.profile.stacks.iter().enumerate() {
-            let n = ctx.attr.stack_role_samples[si][worker];
+            let n = ctx.attr.app_stack_role_samples[si][worker];
             if n > 0 && !claimed.contains(&si) && ctx.attr.stack_self[si] == Some(owner) {
                 if let Some(&fi) = stack.frames.iter().rev().find(|&&fi| ctx.attr.frame_owner[fi as usize] == Some(owner)) {
                     *own.entry(ctx.describe(fi)).or_default() += n;

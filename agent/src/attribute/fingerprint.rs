@@ -52,8 +52,8 @@ fn on_cpu(ctx: &Ctx<'_>, p: &OnCpuPredicate) -> OnCpu {
         let mut v = hits;
         if let Some(ci) = ctx.caller_of(fr, first, &|path| matches(path)) {
             let n = match &roles {
-                None => ctx.attr.stack_samples[si],
-                Some(r) => r.iter().map(|&i| ctx.attr.stack_role_samples[si][i]).sum(),
+                None => ctx.attr.app_stack_samples[si],
+                Some(r) => r.iter().map(|&i| ctx.attr.app_stack_role_samples[si][i]).sum(),
             };
             *callers.entry(ctx.describe(fr[ci])).or_default() += n;
             v.push(ci);

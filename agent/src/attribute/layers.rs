@@ -161,6 +161,13 @@ pub struct Attribution {
     pub thread_roles: HashMap<(u32, u32), usize>,
     /// On-CPU samples per stack index and role: `stack_role_samples[stack][role]`.
     pub stack_role_samples: Vec<Vec<u64>>,
+    /// [`Attribution::stack_samples`] with 0 on the agent's own stacks
+    /// ([`Attribution::stack_profiler`]): what every share of the app's CPU counts (named costs,
+    /// generic findings, hottest code), so that none can count the agent's samples over the
+    /// app's ([`Attribution::app_samples`]).
+    pub app_stack_samples: Vec<u64>,
+    /// [`Attribution::stack_role_samples`] with 0 on the agent's own stacks.
+    pub app_stack_role_samples: Vec<Vec<u64>>,
     /// Per stack index: (role, endpoint index into [`crate::profile::EndpointSamples::endpoints`]
     /// or `None` for samples while serving no request, samples) from
     /// [`crate::profile::StackCount::endpoints`]; empty when the profile has no endpoint join.
@@ -278,6 +285,12 @@ impl Attribution {
             })
             .collect();
         let profiler_samples = stack_samples.iter().zip(&stack_profiler).filter(|(_, &p)| p).map(|(n, _)| n).sum();
+        let app_stack_samples: Vec<u64> = stack_samples.iter().zip(&stack_profiler).map(|(&n, &p)| if p { 0 } else { n }).collect();
+        let app_stack_role_samples: Vec<Vec<u64>> = stack_role_samples
+            .iter()
+            .zip(&stack_profiler)
+            .map(|(r, &p)| if p { vec![0; r.len()] } else { r.clone() })
+            .collect();
         let truncated_samples =
             profile.stacks.iter().zip(&stack_samples).filter(|(s, _)| s.truncated).map(|(_, n)| n).sum();
         let period_us = (profile.meta.frequency_hz > 0).then(|| 1e6 / profile.meta.frequency_hz as f64);
@@ -292,6 +305,8 @@ impl Attribution {
             role_names,
             thread_roles,
             stack_role_samples,
+            app_stack_samples,
+            app_stack_role_samples,
             stack_endpoints,
             app_crates,
             samples,
@@ -418,8 +433,8 @@ impl Attribution {
     pub fn hot_unattributed(&self, profile: &Profile, limit: usize) -> Vec<(String, u64)> {
         let mut counts: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
         for (si, stack) in profile.stacks.iter().enumerate() {
-            let count = self.stack_samples[si];
-            if count == 0 || self.stack_profiler[si] {
+            let count = self.app_stack_samples[si];
+            if count == 0 {
                 continue;
             }
             let leaf_user = stack.frames.iter().rev().find(|&&f| profile.frames[f as usize].kind == FrameKind::User);

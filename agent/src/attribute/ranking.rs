@@ -478,14 +478,14 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         .stacks
         .iter()
         .enumerate()
-        .filter(|(i, s)| !attr.stack_profiler[*i] && driver.is_some_and(|d| s.frames.iter().any(|&f| d.matches(&attr.frame_paths[f as usize]))))
-        .map(|(i, _)| attr.stack_samples[i])
+        .filter(|(_, s)| driver.is_some_and(|d| s.frames.iter().any(|&f| d.matches(&attr.frame_paths[f as usize]))))
+        .map(|(i, _)| attr.app_stack_samples[i])
         .sum();
     let worker_samples: Option<u64> = attr
         .role_names
         .iter()
         .position(|n| n == super::fingerprint::WORKER_ROLE)
-        .map(|w| attr.stack_role_samples.iter().zip(&attr.stack_profiler).filter(|(_, &p)| !p).map(|(r, _)| r[w]).sum())
+        .map(|w| attr.app_stack_role_samples.iter().map(|r| r[w]).sum())
         .filter(|&n: &u64| n > 0);
     let worker_threads = attr.role_names.iter().position(|n| n == super::fingerprint::WORKER_ROLE).map(|w| attr.thread_roles.values().filter(|&&r| r == w).count() as f64).filter(|&n| n > 0.0);
     let secs = profile.meta.duration_ns as f64 / 1e9;
@@ -844,12 +844,12 @@ pub const HOTTEST_OWNERS: usize = 8;
 fn hottest_code(attr: &Attribution) -> Option<Finding> {
     let mut self_by_owner: std::collections::HashMap<usize, Vec<u64>> = std::collections::HashMap::new();
     for (si, o) in attr.stack_self.iter().enumerate() {
-        if attr.stack_profiler[si] || attr.stack_samples[si] == 0 {
+        if attr.app_stack_samples[si] == 0 {
             continue;
         }
         if let Some(o) = o {
             let e = self_by_owner.entry(*o).or_insert_with(|| vec![0; attr.role_names.len()]);
-            for (i, n) in attr.stack_role_samples[si].iter().enumerate() {
+            for (i, n) in attr.app_stack_role_samples[si].iter().enumerate() {
                 e[i] += n;
             }
         }
@@ -937,14 +937,11 @@ fn generic_findings(profile: &Profile, attr: &Attribution) -> Vec<Finding> {
     let mut alloc = 0;
     let mut truncated = 0;
     for (si, l) in attr.stack_self.iter().enumerate() {
-        if attr.stack_profiler[si] {
-            continue;
-        }
         if l.is_some_and(|l| attr.layers[l].category == "alloc") {
-            alloc += attr.stack_samples[si];
+            alloc += attr.app_stack_samples[si];
         }
         if profile.stacks[si].truncated {
-            truncated += attr.stack_samples[si];
+            truncated += attr.app_stack_samples[si];
         }
     }
     out.push(generic(
