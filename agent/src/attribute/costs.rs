@@ -540,10 +540,10 @@ impl Ctx<'_> {
     /// How syscalls were counted, for evidence lines: empty when every call was counted.
     pub(super) fn syscall_counting(&self) -> String {
         let scale = self.profile.meta.syscall_scale();
-        if scale > 1.0 {
-            format!(", estimated from {:.0}% of the run", 100.0 / scale)
-        } else {
-            String::new()
+        match self.profile.meta.syscall_scale_basis() {
+            Some("requests") => format!(", estimated from windows that held {:.0}% of the requests", 100.0 / scale),
+            Some(_) => format!(", estimated from {:.0}% of the run", 100.0 / scale),
+            None => String::new(),
         }
     }
 }

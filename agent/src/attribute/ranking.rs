@@ -352,12 +352,17 @@ pub struct Ranking {
     /// Per-syscall counts per request (name, calls per request), most first. Estimates
     /// when syscalls were counted in windows ([`Ranking::syscalls_traced_share`]).
     pub syscalls_per_request: Vec<(String, f64)>,
-    /// Share of the run (0-1) during which syscalls were counted, when they were counted in
-    /// windows (`--syscalls-duty` below 100, see [`crate::profile::SyscallWindows`]): the
-    /// per-request figures are then the counts scaled by its inverse. Absent when every call
-    /// was counted.
+    /// When syscalls were counted in windows (`--syscalls-duty` below 100, see
+    /// [`crate::profile::SyscallWindows`]), the share (0-1) the windows held of what
+    /// [`Ranking::syscalls_scaled_by`] names: the per-request figures are then the counts scaled
+    /// by its inverse. Absent when every call was counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub syscalls_traced_share: Option<f64>,
+    /// `"requests"` (the share of the HTTP requests the wire saw served inside the windows:
+    /// calls per request inside them) or `"time"` (the share of the run, without a wire
+    /// capture); absent when every call was counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syscalls_scaled_by: Option<String>,
     /// Exact calls of library functions per HTTP request (`counters.json` beside the
     /// profile, see [`super::counters`]), e.g. `("tokio_tasks_spawned", 2.0)`; over the whole
     /// capture, so divided by [`Ranking::requests`]. Empty without counters.
@@ -547,6 +552,7 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         layers: attr.layer_table(profile),
         syscalls_per_request: syscalls,
         syscalls_traced_share: (profile.meta.syscall_scale() > 1.0).then(|| 1.0 / profile.meta.syscall_scale()),
+        syscalls_scaled_by: profile.meta.syscall_scale_basis().map(str::to_string),
         calls_per_request: Vec::new(),
         thread_roles: role_rows(profile, &attr),
         db_per_request,

@@ -725,13 +725,13 @@ impl Collector {
         if let Some(tracer) = self.syscalls.as_mut() {
             tracer.close()?;
         }
-        let (wire, wire_report, serving) = match self.wire.take() {
+        let (wire, wire_report, serving, request_spread) = match self.wire.take() {
             Some(capture) => {
                 let activity = self.activity.take().map(pg_activity::ActivityPoller::finish);
-                let (summary, report, serving) = capture.finish(activity)?;
-                (Some(summary), Some(report), Some(serving))
+                let (summary, report, serving, spread) = capture.finish(activity)?;
+                (Some(summary), Some(report), Some(serving), Some(spread))
             }
-            None => (None, None, None),
+            None => (None, None, None, None),
         };
         let duration = self.started.elapsed();
         let end_ktime = monotonic_ns();
@@ -765,7 +765,14 @@ impl Collector {
         let (syscalls, syscall_windows) = match self.syscalls.take() {
             Some(tracer) => {
                 add_lost(tracer.ebpf(), &mut lost)?;
-                let (stats, windows) = tracer.finish(duration)?;
+                // Counted in windows: the share of the requests served inside them, when the
+                // wire saw the requests (see Meta::syscall_scale).
+                let request_share = match &request_spread {
+                    Some(spread) if tracer.duty_pct() < 100 => spread.share_within(tracer.spans()),
+                    _ => None,
+                };
+                let (stats, mut windows) = tracer.finish(duration)?;
+                windows.request_share = request_share.filter(|&s| s > 0.0);
                 (stats, Some(windows))
             }
             None => (Vec::new(), None),
@@ -859,7 +866,7 @@ pub fn self_peak_rss_bytes() -> u64 {
 }
 
 /// CLOCK_MONOTONIC in ns: the clock of `bpf_ktime_get_ns()`.
-fn monotonic_ns() -> u64 {
+pub(crate) fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: ts is a valid out pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };

@@ -11,13 +11,16 @@
 //! (fast path again) in between.
 //!
 //! The kernel counts calls that began and ended inside one window (a call that began in an
-//! earlier window is skipped by its window number, `MAP_SYSCALL_WINDOW`). The agent measures
-//! the time the pair was attached ([`SyscallWindows::traced_ns`]); counts stay as counted in
-//! [`SyscallStat`] and readers scale them with [`Meta::syscall_scale`] (run time / traced
-//! time) into estimates for the whole run. Latency percentiles need no scaling. The estimate
-//! assumes the target's syscall mix is steady at the scale of a second; calls blocked for
-//! longer than a window (an idle `epoll_wait`) are under-counted. `--syscalls-duty 100`
-//! counts every call.
+//! earlier window is skipped by its window number, `MAP_SYSCALL_WINDOW`). The agent keeps each
+//! window's span in `CLOCK_MONOTONIC` (the wire's clock) and their summed time
+//! ([`SyscallWindows::traced_ns`]); counts stay as counted in [`SyscallStat`] and readers scale
+//! them with [`Meta::syscall_scale`] into estimates for the whole run: by the share of the HTTP
+//! requests the wire saw served inside the windows ([`SyscallWindows::request_share`]), else by
+//! run time over traced time. The windows slow a syscall-heavy target while they count (every
+//! call takes the slow path), and its requests slow with it: calls per request inside the
+//! windows stay true where calls per second do not. Latency percentiles need no scaling. Calls
+//! blocked for longer than a window (an idle `epoll_wait`) are under-counted.
+//! `--syscalls-duty 100` counts every call.
 //!
 //! [`Meta::syscall_scale`]: crate::profile::Meta::syscall_scale
 
@@ -49,10 +52,13 @@ pub(super) struct SyscallTracer {
     links: Option<[RawTracePointLinkId; 2]>,
     /// Number of the latest window, from 1 (0 before the first).
     window: u32,
-    /// When the open window began.
-    opened: Option<Instant>,
+    /// When the open window began, and then in ns of `CLOCK_MONOTONIC`.
+    opened: Option<(Instant, u64)>,
     /// Time of the closed windows.
     traced: Duration,
+    /// The closed windows, `[start, end)` in ns of `CLOCK_MONOTONIC` (the wire's clock): from
+    /// the attach of both programs to the start of their detach.
+    spans: Vec<(u64, u64)>,
 }
 
 impl SyscallTracer {
@@ -66,12 +72,23 @@ impl SyscallTracer {
             let prog: &mut RawTracePoint = program(&mut ebpf, name)?;
             prog.load().map_err(|e| load_error(name, e))?;
         }
-        Ok(SyscallTracer { ebpf, duty_pct, links: None, window: 0, opened: None, traced: Duration::ZERO })
+        Ok(SyscallTracer { ebpf, duty_pct, links: None, window: 0, opened: None, traced: Duration::ZERO, spans: Vec::new() })
     }
 
     /// The object (maps, run statistics).
     pub(super) fn ebpf(&self) -> &Ebpf {
         &self.ebpf
+    }
+
+    /// Requested share of the run, percent.
+    pub(super) fn duty_pct(&self) -> u32 {
+        self.duty_pct
+    }
+
+    /// The closed windows, `[start, end)` in ns of `CLOCK_MONOTONIC`; with a duty of 100%,
+    /// one window over the run once closed.
+    pub(super) fn spans(&self) -> &[(u64, u64)] {
+        &self.spans
     }
 
     /// See [`super::Collector::update_pids`].
@@ -95,7 +112,7 @@ impl SyscallTracer {
             let prog: &mut RawTracePoint = program(&mut self.ebpf, name)?;
             links.push(prog.attach(tp).map_err(|source| CollectError::Attach { program: name, source })?);
         }
-        self.opened = Some(Instant::now());
+        self.opened = Some((Instant::now(), super::monotonic_ns()));
         let exit = links.pop().expect("two links");
         let enter = links.pop().expect("two links");
         self.links = Some([enter, exit]);
@@ -107,12 +124,13 @@ impl SyscallTracer {
         let Some([enter, exit]) = self.links.take() else {
             return Ok(());
         };
+        if let Some((opened, start)) = self.opened.take() {
+            self.traced += opened.elapsed();
+            self.spans.push((start, super::monotonic_ns()));
+        }
         for (name, link) in [(names::PROG_ON_SYS_ENTER, enter), (names::PROG_ON_SYS_EXIT, exit)] {
             let prog: &mut RawTracePoint = program(&mut self.ebpf, name)?;
             prog.detach(link).map_err(|source| CollectError::Attach { program: name, source })?;
-        }
-        if let Some(opened) = self.opened.take() {
-            self.traced += opened.elapsed();
         }
         Ok(())
     }
@@ -146,6 +164,7 @@ impl SyscallTracer {
             period_ns: WINDOW_PERIOD.as_nanos() as u64,
             windows: self.window,
             traced_ns: (self.traced.as_nanos() as u64).min(run.as_nanos() as u64),
+            request_share: None,
         };
         Ok((stats, windows))
     }

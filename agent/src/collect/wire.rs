@@ -34,6 +34,7 @@ use crate::profile::{StatementTextReport, WireCaptureReport};
 use crate::wire::resolve::{match_texts, RoundTripTimes};
 use crate::target::Filter;
 use crate::wire::serving::Serving;
+use crate::wire::spread::RequestSpread;
 use crate::wire::{Chunk, Direction, Protocol, WireDecoder, WireOptions as DecoderOptions, WireSummary};
 
 /// Longest time between two reads of a process's TCP tables while its socket fds stay the
@@ -99,6 +100,8 @@ pub struct Decoded {
     pub pg_ports: HashMap<u64, u16>,
     /// Who each thread served when ([`crate::wire::serving`]).
     pub serving: Serving,
+    /// The HTTP requests over time ([`crate::wire::spread`]).
+    pub request_spread: RequestSpread,
 }
 
 impl RecordDecoder {
@@ -126,9 +129,11 @@ impl RecordDecoder {
     /// [`WireDecoder::finish_with_times`]).
     pub fn finish_all(mut self) -> Decoded {
         let serving = self.decoder.take_serving();
+        let request_spread = self.decoder.take_request_spread();
         let (summary, _, times) = self.decoder.finish_with_times();
         Decoded {
             serving,
+            request_spread,
             summary,
             by_syscall: self.by_syscall.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
             times,
@@ -266,8 +271,9 @@ impl WireCapture {
     }
 
     /// Detaches the programs, lets the drain thread decode what is left in the ring buffer
-    /// and returns the summary with the kernel's counters.
-    pub(super) fn finish(mut self, activity: Option<ActivityLog>) -> Result<(WireSummary, WireCaptureReport, Serving), CollectError> {
+    /// and returns the summary with the kernel's counters, who served what when, and the
+    /// requests over time.
+    pub(super) fn finish(mut self, activity: Option<ActivityLog>) -> Result<(WireSummary, WireCaptureReport, Serving, RequestSpread), CollectError> {
         for (name, _) in abi::PROGRAMS {
             let prog: &mut BtfTracePoint = program(&mut self.ebpf, name)?;
             prog.unload().map_err(|source| CollectError::Attach { program: name, source })?;
@@ -277,7 +283,7 @@ impl WireCapture {
             Some(t) => t.join().map_err(|_| map_error(abi::MAP_WIRE_CHUNKS, "the drain thread panicked"))?,
             None => (RecordDecoder::default(), DrainStats::default()),
         };
-        let Decoded { mut summary, by_syscall: chunks_by_syscall, times, pg_ports, mut serving } = drained.finish_all();
+        let Decoded { mut summary, by_syscall: chunks_by_syscall, times, pg_ports, mut serving, request_spread } = drained.finish_all();
         let statement_texts = activity.map(|log| {
             let texts = match_texts(&times, &pg_ports, &log.observations, &log.texts);
             let names = texts.len() as u64;
@@ -329,7 +335,7 @@ impl WireCapture {
                 "the wire ring buffer was full: some messages and request lines were not captured, and the per-request database figures undercount"
             );
         }
-        Ok((summary, report, serving))
+        Ok((summary, report, serving, request_spread))
     }
 }
 

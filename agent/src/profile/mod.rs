@@ -76,21 +76,35 @@ pub struct Meta {
 
 impl Meta {
     /// Factor from the syscall counts of the profile ([`SyscallStat`], counted while the
-    /// syscall programs were attached) to estimates for the whole run:
-    /// `duration_ns / traced_ns`, 1.0 when they were attached all along (or the profile
-    /// does not say). Multiply counts, errors and `-EAGAIN` returns by it; latency
-    /// percentiles and means need no scaling.
+    /// syscall programs were attached) to estimates for the whole run: `1 / request_share`
+    /// when the wire saw the requests served inside the windows
+    /// ([`SyscallWindows::request_share`]: calls per request inside the windows, which the
+    /// windows' own slowdown does not bias), else `duration_ns / traced_ns`; 1.0 when they
+    /// were attached all along (or the profile does not say). Multiply counts, errors and
+    /// `-EAGAIN` returns by it; latency percentiles and means need no scaling.
     pub fn syscall_scale(&self) -> f64 {
         match &self.syscall_windows {
+            Some(w) if w.duty_pct < 100 && w.request_share.is_some_and(|s| s > 0.0 && s <= 1.0) => 1.0 / w.request_share.unwrap_or(1.0),
             Some(w) if w.traced_ns > 0 && w.traced_ns < self.duration_ns => self.duration_ns as f64 / w.traced_ns as f64,
             _ => 1.0,
+        }
+    }
+
+    /// What [`Meta::syscall_scale`] scales by: `"requests"` (the share of the requests served
+    /// inside the windows) or `"time"` (the share of the run); `None` when every call was
+    /// counted.
+    pub fn syscall_scale_basis(&self) -> Option<&'static str> {
+        match &self.syscall_windows {
+            _ if self.syscall_scale() <= 1.0 => None,
+            Some(w) if w.duty_pct < 100 && w.request_share.is_some_and(|s| s > 0.0 && s <= 1.0) => Some("requests"),
+            _ => Some("time"),
         }
     }
 }
 
 /// The windows in which syscalls were counted (`collect::Collector`): the syscall programs
 /// were attached during the first `duty_pct`% of every `period_ns` of the run.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SyscallWindows {
     /// Requested share of the run, percent (100: attached all along).
     pub duty_pct: u32,
@@ -101,6 +115,13 @@ pub struct SyscallWindows {
     /// Time the programs were attached, summed over the windows, ns (at most the run's
     /// `duration_ns`).
     pub traced_ns: u64,
+    /// Share (0..=1] of the HTTP requests' work the wire capture saw inside the windows: each
+    /// answered request weighs 1, spread evenly from its request line to its response, an
+    /// unanswered one at its request line ([`crate::wire::spread`]). `None` when every call was
+    /// counted, without a wire capture or with fewer than
+    /// [`crate::wire::spread::SPREAD_MIN_REQUESTS`] requests, and in profiles written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_share: Option<f64>,
 }
 
 /// The agent's own cost during a run (`collect::Collector`), measured on its own process.

@@ -273,12 +273,11 @@ pub fn markdown(r: &Ranking) -> String {
     if !r.syscalls_per_request.is_empty() {
         let _ = writeln!(s, "### Syscalls per request\n");
         if let Some(share) = r.syscalls_traced_share {
-            let _ = writeln!(
-                s,
-                "Estimates: syscalls were counted during {:.1}% of the run (`--syscalls-duty`), and the counts scaled by {:.2}.\n",
-                100.0 * share,
-                1.0 / share
-            );
+            let held = match r.syscalls_scaled_by.as_deref() {
+                Some("requests") => format!("in windows (`--syscalls-duty`) that held {:.1}% of the requests the wire saw served", 100.0 * share),
+                _ => format!("during {:.1}% of the run (`--syscalls-duty`)", 100.0 * share),
+            };
+            let _ = writeln!(s, "Estimates: syscalls were counted {held}, and the counts scaled by {:.2}.\n", 1.0 / share);
         }
         let _ = writeln!(s, "| syscall | per request |");
         let _ = writeln!(s, "|---|---:|");

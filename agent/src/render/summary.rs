@@ -340,11 +340,12 @@ pub fn summary(profile: &Profile) -> String {
             Some(w) if report.traced_share < 1.0 => {
                 let _ = writeln!(
                     s,
-                    "\ntop syscalls by calls (counted in {} windows of {} ms every {} ms, {:.1}% of the run; calls and errors are estimates, {:.2}x the calls seen):",
+                    "\ntop syscalls by calls (counted in {} windows of {} ms every {} ms, which held {:.1}% of {}; calls and errors are estimates, {:.2}x the calls seen):",
                     w.windows,
                     w.period_ns * w.duty_pct as u64 / 100 / 1_000_000,
                     w.period_ns / 1_000_000,
                     100.0 * report.traced_share,
+                    if profile.meta.syscall_scale_basis() == Some("requests") { "the requests served" } else { "the run" },
                     1.0 / report.traced_share
                 );
             }

@@ -63,8 +63,9 @@ pub struct SyscallReport {
 pub struct SyscallsReport {
     /// Wall-clock length of the run the rates are per, ns.
     pub duration_ns: u64,
-    /// Share of the run the syscall programs were attached (0..=1; 1 when every call was
-    /// counted).
+    /// `1 / Meta::syscall_scale`: the share of the requests the wire saw served inside the
+    /// windows the syscall programs were attached, or without a wire capture the share of the
+    /// run they were attached (0..=1; 1 when every call was counted).
     pub traced_share: f64,
     /// One entry per syscall, most called first (ties by name).
     pub syscalls: Vec<SyscallReport>,

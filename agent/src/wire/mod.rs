@@ -37,6 +37,7 @@ pub mod http;
 pub mod pg;
 pub mod resolve;
 pub mod serving;
+pub mod spread;
 pub mod sql;
 pub mod summary;
 
@@ -348,6 +349,12 @@ impl WireDecoder {
     /// decoder starts a new timeline.
     pub fn take_serving(&mut self) -> serving::Serving {
         std::mem::take(&mut self.serving).finish()
+    }
+
+    /// How the HTTP requests decoded so far spread over time ([`spread::RequestSpread`]),
+    /// emptied.
+    pub fn take_request_spread(&mut self) -> spread::RequestSpread {
+        self.summary.take_request_spread()
     }
 
     /// The events decoded so far (only with [`WireOptions::keep_events`]), emptied.

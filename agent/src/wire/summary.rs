@@ -607,6 +607,8 @@ pub(crate) struct SummaryBuilder {
     shapes: HashMap<StatementShape, ShapeAcc>,
     pg: PgSummary,
     timeline: Option<Box<Timeline>>,
+    /// The requests over time, each from its request line to its response.
+    spread: super::spread::RequestSpread,
     /// Kind of the last round trip per connection (socket id), for
     /// [`PgSummary::pings_after_ping`].
     last_kind: HashMap<u64, RoundTripKind>,
@@ -634,12 +636,16 @@ impl SummaryBuilder {
                 key.push(' ');
                 key.push_str(&r.target);
                 self.timeline.get_or_insert_with(Box::default).add_request(&key, r.ts_ns);
+                self.spread.request(r.ts_ns);
                 self.http_requests += 1;
                 self.endpoint(&key).requests += 1;
                 self.key = key;
             }
             HttpEvent::Response(r) => {
                 self.http_responses += 1;
+                if let (Some(_), Some(latency)) = (&r.endpoint, r.latency_ns) {
+                    self.spread.answered(r.ts_ns.saturating_sub(latency), r.ts_ns);
+                }
                 if let Some(ep) = &r.endpoint {
                     let key = if self.endpoints.contains_key(ep.as_str()) { ep.as_str() } else { OTHER_ENDPOINT };
                     let acc = self.endpoint(key);
@@ -754,6 +760,11 @@ impl SummaryBuilder {
                 ts.add_ended(t);
             }
         }
+    }
+
+    /// [`SummaryBuilder::spread`], emptied.
+    pub(crate) fn take_request_spread(&mut self) -> super::spread::RequestSpread {
+        std::mem::take(&mut self.spread)
     }
 
     pub(crate) fn build(&self, pg: PgDecodeStats, http: HttpDecodeStats) -> WireSummary {
