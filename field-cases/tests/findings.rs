@@ -49,8 +49,8 @@ struct Truth {
     /// The instrument's figure; with `perf_children` or `perf_self`, the one of the last hand
     /// measurement, for reference: the test measures its own.
     value: f64,
-    /// Measured by `perf` during the profile ([`common::profile_with_perf`]) instead of taken from `value`:
-    /// the share of the app's samples with a function whose name contains one of these on the
+    /// Measured by `perf` during the profile ([`common::profile_with_perf`]) instead of taken
+    /// from `value`: the share of the app's samples with a function whose name contains one of these on the
     /// stack (each sample counted once).
     #[serde(default)]
     perf_children: Vec<String>,
@@ -274,11 +274,11 @@ fn json_from_an_unbuffered_reader() {
 /// Syscalls counted in the default windows (the first 25% of each second) give the per-request
 /// figures perf stat counts with every call seen: within 2% on a route of 2 reads per request,
 /// and within 10% on a route of 16,461 one-byte reads per request, which every traced call
-/// slows (calls per second inside the windows fall: a scaling by time alone read 10,413-10,471,
+/// slows (calls per second inside the windows fall: a scaling by time alone read 10,413-10,479,
 /// 36% short). The scale is the share of the requests served inside the windows
 /// (`syscalls_scaled_by`), each request spread over its time; a request that straddles a window
-/// edge runs slower inside it, so its time there overstates its calls there: 15,057-15,394
-/// (-6.5% to -8.5%) in this test, -2% to -4% by hand with the same load.
+/// edge runs slower inside it, so its time there overstates its calls there: 15,057-15,444
+/// (-6.2% to -8.5%) in this test, -2% to -4% by hand with the same load.
 #[test]
 fn windowed_syscall_counts_per_request() {
     if skip_unless_root() {
