@@ -307,8 +307,8 @@ fn is_kernel(name: &str) -> bool {
 /// An allocator's function: mimalloc's (`mi_*`, `_mi_*`, C code the two builds compile with
 /// different `CFLAGS`) or glibc malloc's. Printed, not compared: its self time follows the
 /// process's heap (which pages are fresh, how full they are), which differs between the two
-/// processes and which the alternating blocks, each of one process, do not sample: `mi_free`
-/// read 0.58% (fp) and 1.21% (nofp) in one run, beyond its 0.59-point bound.
+/// processes and which the alternating blocks, each of one process, do not sample: `mi_free`'s
+/// share can differ by 2x between the builds (0.58% fp, 1.21% nofp; PERFORMANCE.md).
 fn is_allocator(name: &str) -> bool {
     name.starts_with("mi_")
         || name.starts_with("_mi_")
