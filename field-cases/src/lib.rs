@@ -16,6 +16,7 @@
 //! | `/case/brotli-11` | `/control/brotli-5` | brotli at quality 11 per response |
 //! | `/case/json-from-reader` | `/control/json-from-slice` | `serde_json::from_reader` on an unbuffered `File` |
 //! | `/case/n-plus-one` | `/control/join` | one `SELECT` per item of a list (N+1 queries, [`N_PLUS_ONE_ITEMS`] items) |
+//! | `/case/connect-per-request` | `/control/pooled-connection` | a new database connection (TCP, start-up, SCRAM authentication) for every request |
 //!
 //! The database routes need `--database-url` (PostgreSQL); without it they answer 503.
 //!
@@ -40,7 +41,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 /// Every route with a request counter, in the order `/stats` lists them.
-pub const ROUTES: [&str; 22] = [
+pub const ROUTES: [&str; 24] = [
     "/case/regex-per-request",
     "/control/regex-static",
     "/case/blocking-sleep",
@@ -63,6 +64,8 @@ pub const ROUTES: [&str; 22] = [
     "/control/dns-once",
     "/case/n-plus-one",
     "/control/join",
+    "/case/connect-per-request",
+    "/control/pooled-connection",
 ];
 
 /// Items an order of the database routes has: `/case/n-plus-one` runs one `SELECT` for the
@@ -199,6 +202,8 @@ pub fn try_app(db: Option<sqlx::PgPool>) -> anyhow::Result<Router> {
         .route("/control/dns-once", get(dns_once))
         .route("/case/n-plus-one", get(n_plus_one))
         .route("/control/join", get(join))
+        .route("/case/connect-per-request", get(connect_per_request))
+        .route("/control/pooled-connection", get(pooled_connection))
         .route("/stats", get(stats))
         .with_state(state))
 }
@@ -706,4 +711,39 @@ async fn join(State(st): State<Shared>) -> Response {
     };
     let total: i64 = rows.iter().map(|(_, p)| i64::from(*p)).sum();
     Json(serde_json::json!({ "order": order, "total_cents": total })).into_response()
+}
+
+// ---- /case/connect-per-request, /control/pooled-connection ----------------------------------
+
+/// The statement of both connection routes: one order's item count and total.
+const ORDER_TOTAL: &str = "SELECT count(*), coalesce(sum(i.price_cents), 0)::bigint FROM fc_order_items o JOIN fc_items i ON i.id = o.item_id WHERE o.order_id = $1";
+
+async fn order_total<'c, E: sqlx::PgExecutor<'c>>(db: E, order: i32) -> Response {
+    match sqlx::query_as::<_, (i64, i64)>(ORDER_TOTAL).bind(order).fetch_one(db).await {
+        Ok((items, total)) => Json(serde_json::json!({ "order": order, "items": items, "total_cents": total })).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+/// Opens a connection of its own with the pool's options (TCP, start-up message, the
+/// server's authentication: SCRAM-SHA-256 in the tests' PostgreSQL), runs [`ORDER_TOTAL`] on
+/// it and closes it (Terminate): one connection set up per request.
+async fn connect_per_request(State(st): State<Shared>) -> Response {
+    use sqlx::Connection;
+    let Some(db) = &st.db else { return no_db() };
+    let order = order_of(st.stats.hit(22));
+    let mut conn = match sqlx::PgConnection::connect_with(&db.connect_options()).await {
+        Ok(c) => c,
+        Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    };
+    let response = order_total(&mut conn, order).await;
+    let _ = conn.close().await;
+    response
+}
+
+/// [`ORDER_TOTAL`] on a connection of the pool.
+async fn pooled_connection(State(st): State<Shared>) -> Response {
+    let Some(db) = &st.db else { return no_db() };
+    let order = order_of(st.stats.hit(23));
+    order_total(db, order).await
 }

@@ -10,6 +10,7 @@ mod common;
 
 use common::{profile, profile_routes, skip_unless_root, App};
 use serde::Deserialize;
+use std::time::Duration;
 
 #[derive(Debug, Deserialize)]
 struct Expected {
@@ -408,6 +409,54 @@ fn n_plus_one_queries_after_warm_up() {
         assert!((n - truth).abs() <= 0.10 * truth, "N = {n} against pg_stat_statements' {truth}");
         assert!(title.contains("FROM fc_items WHERE id = ?"), "the statement's text: {title}");
         assert_eq!(truth.round() as usize, field_cases::N_PLUS_ONE_ITEMS, "the app runs one query per item");
+    }
+    drop(app);
+    pg.stop().expect("stop postgres");
+}
+
+/// Sessions PostgreSQL has established to database `db` (`pg_stat_database.sessions`, counted
+/// by the server for every connection it accepted), read from another database so that the
+/// reading's own session is not one of them.
+fn sessions(pg: &bench::pg::TempPostgres, db: &str) -> u64 {
+    let out = pg.psql("postgres", &format!("SELECT sessions FROM pg_stat_database WHERE datname = '{db}'")).expect("pg_stat_database");
+    out.trim().parse().unwrap_or_else(|_| panic!("pg_stat_database answered {out:?}"))
+}
+
+/// A database connection opened for every request (TCP, start-up, SCRAM authentication):
+/// `connection-per-request` fires with connect calls per request within 10% of the sessions
+/// PostgreSQL established per request served (`pg_stat_database.sessions`, 1 by the app's
+/// code), names the endpoint that pays it, and stays silent on the same statement run on the
+/// pool's connections. Syscalls are counted in the default windows, as a user's attach does.
+#[test]
+fn connection_per_request() {
+    if skip_unless_root() {
+        return;
+    }
+    let (pg, _url, app) = app_with_statement_counts();
+    for (route, fires) in [("/case/connect-per-request", true), ("/control/pooled-connection", false)] {
+        common::wrk(&app.url(route), 2, 8);
+        let (sessions_before, before) = (sessions(&pg, "fc"), app.served(route));
+        let p = profile(&app, route, PROFILE_SECS, &[]);
+        let served = app.served(route) - before;
+        // The server counts a session when its backend reports its statistics, at the latest
+        // when it exits: the last connections of the load closed with it.
+        std::thread::sleep(Duration::from_millis(1500));
+        let opened = sessions(&pg, "fc") - sessions_before;
+        let truth = opened as f64 / served as f64;
+        let got = ids(&p.ranking);
+        println!("{route}: {got:?}; pg_stat_database: {opened} sessions / {served} requests = {truth:.3}");
+        if !fires {
+            assert!(truth < 0.01, "the control opened {opened} connections for {served} requests");
+            assert!(!got.contains(&"connection-per-request".to_string()), "fired on the control {route}: {got:?}");
+            continue;
+        }
+        assert!((truth - 1.0).abs() <= 0.02, "the app opens one connection per request: {truth:.3}");
+        let f = p.ranking["costs"].as_array().unwrap().iter().find(|c| c["id"] == "connection-per-request").unwrap_or_else(|| panic!("{route}: connection-per-request did not fire: {got:?}"));
+        let connects = f["counts_per_request"]["syscalls.connect"].as_f64().expect("connect calls per request");
+        println!("  {}\n  evidence: {}\n  connect calls per request {connects:.3} against pg_stat_database's {truth:.3}", f["title"].as_str().unwrap_or_default(), f["evidence"]);
+        assert!((connects - truth).abs() <= 0.10 * truth, "{connects:.3} connect calls per request against {truth:.3} sessions per request");
+        let endpoints = f["endpoints"].as_array().unwrap_or_else(|| panic!("connection-per-request names no endpoint: {f}"));
+        assert_eq!(endpoints[0]["endpoint"], format!("GET {route}"), "{endpoints:?}");
     }
     drop(app);
     pg.stop().expect("stop postgres");
