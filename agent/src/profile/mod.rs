@@ -84,7 +84,7 @@ impl Meta {
     /// `-EAGAIN` returns by it; latency percentiles and means need no scaling.
     pub fn syscall_scale(&self) -> f64 {
         match &self.syscall_windows {
-            Some(w) if w.duty_pct < 100 && w.request_share.is_some_and(|s| s > 0.0 && s <= 1.0) => 1.0 / w.request_share.unwrap_or(1.0),
+            _ if let Some(share) = self.syscall_request_share() => 1.0 / share,
             Some(w) if w.traced_ns > 0 && w.traced_ns < self.duration_ns => self.duration_ns as f64 / w.traced_ns as f64,
             _ => 1.0,
         }
@@ -94,11 +94,19 @@ impl Meta {
     /// inside the windows) or `"time"` (the share of the run); `None` when every call was
     /// counted.
     pub fn syscall_scale_basis(&self) -> Option<&'static str> {
-        match &self.syscall_windows {
-            _ if self.syscall_scale() <= 1.0 => None,
-            Some(w) if w.duty_pct < 100 && w.request_share.is_some_and(|s| s > 0.0 && s <= 1.0) => Some("requests"),
-            _ => Some("time"),
+        if self.syscall_scale() <= 1.0 {
+            None
+        } else if self.syscall_request_share().is_some() {
+            Some("requests")
+        } else {
+            Some("time")
         }
+    }
+
+    /// [`SyscallWindows::request_share`] when the counts were taken in windows and it is a
+    /// share (0, 1].
+    fn syscall_request_share(&self) -> Option<f64> {
+        self.syscall_windows.as_ref().filter(|w| w.duty_pct < 100).and_then(|w| w.request_share).filter(|&s| s > 0.0 && s <= 1.0)
     }
 }
 
@@ -608,4 +616,30 @@ pub struct Profile {
     /// a wire capture or on-CPU sampling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoints: Option<EndpointSamples>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Meta, SyscallWindows};
+
+    fn meta(duty_pct: u32, traced_ns: u64, request_share: Option<f64>) -> Meta {
+        Meta { duration_ns: 8_000_000_000, syscall_windows: Some(SyscallWindows { duty_pct, period_ns: 1_000_000_000, windows: 8, traced_ns, request_share }), ..Meta::default() }
+    }
+
+    /// Counts from windows that held a quarter of the requests are multiplied by 4; without a
+    /// request share, by the run's length over the windows' (2 s of 8 s: 4); all calls counted
+    /// (duty 100, or no windows) are taken as they are, whatever the share says.
+    #[test]
+    fn windowed_counts_scale_by_the_requests_inside_them_else_by_time() {
+        let by_requests = meta(25, 2_000_000_000, Some(0.25));
+        assert_eq!((by_requests.syscall_scale(), by_requests.syscall_scale_basis()), (4.0, Some("requests")));
+        let by_time = meta(25, 2_000_000_000, None);
+        assert_eq!((by_time.syscall_scale(), by_time.syscall_scale_basis()), (4.0, Some("time")));
+        let out_of_range = meta(25, 2_000_000_000, Some(1.5));
+        assert_eq!((out_of_range.syscall_scale(), out_of_range.syscall_scale_basis()), (4.0, Some("time")));
+        let every_call = meta(100, 8_000_000_000, Some(0.25));
+        assert_eq!((every_call.syscall_scale(), every_call.syscall_scale_basis()), (1.0, None));
+        let no_windows = Meta { duration_ns: 8_000_000_000, ..Meta::default() };
+        assert_eq!((no_windows.syscall_scale(), no_windows.syscall_scale_basis()), (1.0, None));
+    }
 }
