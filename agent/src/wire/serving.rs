@@ -43,7 +43,7 @@ use std::collections::HashMap;
 
 use foldhash::fast::RandomState;
 
-use super::pg::{RoundTrip, RoundTripKind, StatementShape};
+use super::pg::{RoundTrip, RoundTripKind, StatementShape, TransactionStatus};
 use super::summary::{collapse_varying_segments, resolved_shape, EndpointIds};
 use super::{Chunk, Direction, Protocol};
 
@@ -55,7 +55,7 @@ pub const MAX_CHANGES: usize = 4_000_000;
 /// later ones join nothing.
 pub const MAX_NODES: usize = 4_000_000;
 
-/// Most round trips recorded for the join (24 bytes each, about 48 MB); later ones count for
+/// Most round trips recorded for the join (32 bytes each, about 64 MB); later ones count for
 /// no request.
 pub const MAX_ROUND_TRIPS: usize = 2_000_000;
 
@@ -74,11 +74,13 @@ struct DbAcc {
     statements: HashMap<u32, u64, RandomState>,
     /// Of `round_trips`, those split to it from the round trips joined to no request.
     estimated_round_trips: u64,
+    idle_in_transaction_ns: u64,
 }
 
 impl DbAcc {
     fn add(&mut self, r: &RtRec, shapes: &[u32]) {
         self.round_trips += 1;
+        self.idle_in_transaction_ns += r.idle_in_transaction_ns;
         if r.answered {
             self.answered += 1;
             self.latency_total_ns += r.latency_ns;
@@ -102,6 +104,7 @@ impl DbAcc {
             pings: self.pings,
             statements,
             estimated_round_trips: self.estimated_round_trips,
+            idle_in_transaction_ns: self.idle_in_transaction_ns,
         }
     }
 }
@@ -118,6 +121,10 @@ struct RtRec {
     ping: bool,
     answered: bool,
     latency_ns: u64,
+    /// Time its connection sat idle inside a transaction before it: from the answer of the
+    /// previous round trip, whose ReadyForQuery said "in a transaction" (`T` or `E`), to its
+    /// first message, ns; 0 outside a transaction.
+    idle_in_transaction_ns: u64,
 }
 
 /// What a thread's last socket call leaves for its next one.
@@ -145,6 +152,9 @@ struct PgConn {
     open: Option<u32>,
     /// Node of its last round trip.
     last: Option<u32>,
+    /// When the answer of its last round trip left it inside a transaction (ReadyForQuery `T`
+    /// or `E`), ns; `None` outside one, or when that answer was not decoded.
+    in_transaction_since: Option<u64>,
 }
 
 /// Union-find over requests and round trips (see the module doc).
@@ -310,6 +320,10 @@ impl ServingTimeline {
     pub fn round_trip(&mut self, rt: &RoundTrip) {
         let conn = Self::conn(&mut self.pg, &mut self.connections, rt.socket);
         let index = conn.index;
+        let idle_in_transaction_ns = conn.in_transaction_since.take().map_or(0, |t| rt.start_ns.saturating_sub(t));
+        if matches!(rt.status, Some(TransactionStatus::InTransaction | TransactionStatus::Failed)) {
+            conn.in_transaction_since = rt.end_ns;
+        }
         // A round trip whose sends were not seen (pipelined after the previous one, or begun
         // before the capture) is taken for the previous one's task.
         let node = match conn.open.take().or(conn.last) {
@@ -340,6 +354,7 @@ impl ServingTimeline {
             ping: rt.kind == RoundTripKind::Ping,
             answered: latency.is_some(),
             latency_ns: latency.unwrap_or(0),
+            idle_in_transaction_ns,
         };
         if node.is_some() && self.round_trips.len() < MAX_ROUND_TRIPS {
             self.round_trips.push(rec);
@@ -581,6 +596,11 @@ pub struct DbCounts {
     /// [`crate::wire::serving`]): an estimate.
     #[serde(default)]
     pub estimated_round_trips: u64,
+    /// Time the connections sat idle inside a transaction before these round trips (a
+    /// transaction left open while the app did something else: PostgreSQL's `idle in
+    /// transaction`), summed, ns. Each gap counts for the round trip that ends it.
+    #[serde(default)]
+    pub idle_in_transaction_ns: u64,
 }
 
 /// One statement shape's executions in a [`DbCounts`].
@@ -701,6 +721,38 @@ mod tests {
         }
     }
 
+    /// A round trip of `statements` that leaves its connection in `status`.
+    fn rt_status(socket: u64, start_ns: u64, statements: &[&str], status: TransactionStatus) -> RoundTrip {
+        RoundTrip { status: Some(status), ..rt(socket, start_ns, statements) }
+    }
+
+    /// A transaction held open across a wait: BEGIN and a SELECT on one worker, then, after
+    /// the task waited 1,855 ns (a timer, another service), an UPDATE and the COMMIT on
+    /// another. Every gap between an answer that left the transaction open and the
+    /// connection's next message is idle in transaction (5 + 1,855 + 5 ns), counted for the
+    /// request: the UPDATE and COMMIT by the join, BEGIN and SELECT split to the one endpoint.
+    /// Gaps outside a transaction (after COMMIT) count nothing.
+    #[test]
+    fn idle_time_inside_a_transaction_goes_to_the_request_holding_it() {
+        use TransactionStatus::{Idle, InTransaction};
+        let mut t = ServingTimeline::default();
+        t.observe(&chunk(100, 7, 1, Protocol::Http, Direction::Rx), Some(("POST", "/t")));
+        for (ts, tid, text, status) in [(110, 7, "BEGIN", InTransaction), (130, 7, "SELECT 1", InTransaction), (2000, 8, "UPDATE t", InTransaction), (2020, 8, "COMMIT", Idle)] {
+            t.observe(&chunk(ts, tid, 60, Protocol::Postgres, Direction::Tx), None);
+            t.observe(&chunk(ts + 10, tid, 60, Protocol::Postgres, Direction::Rx), None);
+            t.round_trip(&rt_status(60, ts, &[text], status));
+        }
+        t.observe(&chunk(2040, 8, 1, Protocol::Http, Direction::Tx), None);
+        // The connection's next statement, outside a transaction, 10 µs later.
+        t.observe(&chunk(12_000, 9, 60, Protocol::Postgres, Direction::Tx), None);
+        t.observe(&chunk(12_010, 9, 60, Protocol::Postgres, Direction::Rx), None);
+        t.round_trip(&rt_status(60, 12_000, &["SELECT 2"], Idle));
+        let s = t.finish();
+        assert_eq!(s.db.len(), 1);
+        assert_eq!(s.db[0].counts.idle_in_transaction_ns, 5 + 1855 + 5);
+        assert_eq!(s.db_unattributed.idle_in_transaction_ns, 0);
+    }
+
     fn stmt(text: &str, executions: u64) -> EndpointStatement {
         EndpointStatement { shape: StatementShape::Sql { text: text.into(), truncated: false }, executions }
     }
@@ -722,7 +774,7 @@ mod tests {
         let s = t.finish();
         assert_eq!(s.db.len(), 1);
         assert_eq!(s.db[0].endpoint, 0);
-        assert_eq!(s.db[0].counts, DbCounts { round_trips: 2, answered: 2, latency_total_ns: 30, pings: 1, statements: vec![stmt("SELECT ?", 1)], estimated_round_trips: 1 });
+        assert_eq!(s.db[0].counts, DbCounts { round_trips: 2, answered: 2, latency_total_ns: 30, pings: 1, statements: vec![stmt("SELECT ?", 1)], estimated_round_trips: 1, idle_in_transaction_ns: 0 });
         assert_eq!(s.db_unattributed, DbCounts::default());
         assert_eq!(s.at(1, 30), Served::Endpoint(0));
         assert_eq!(s.at(8, 129), Served::Nothing);
