@@ -190,6 +190,24 @@ pub struct Attribution {
 }
 
 impl Attribution {
+    /// The app's on-CPU samples per endpoint of the endpoint join: `n` counts, indexed like
+    /// [`crate::profile::EndpointSamples::endpoints`] (`n` its length), from
+    /// [`Attribution::stack_endpoints`] without the agent's own stacks. All 0 without a join.
+    pub fn endpoint_samples(&self, n: usize) -> Vec<u64> {
+        let mut v = vec![0u64; n];
+        for (si, list) in self.stack_endpoints.iter().enumerate() {
+            if self.stack_profiler.get(si).copied().unwrap_or(false) {
+                continue;
+            }
+            for &(_, e, c) in list {
+                if let Some(x) = e.and_then(|e| v.get_mut(e as usize)) {
+                    *x += c;
+                }
+            }
+        }
+        v
+    }
+
     /// Attributes every frame and stack of `profile` with `rules`.
     pub fn new(profile: &Profile, rules: &RuleSet, requests: Option<u64>) -> Attribution {
         let frame_paths: Vec<String> = profile.frames.iter().map(frame_path).collect();

@@ -597,17 +597,7 @@ pub struct EndpointBreakdown {
 /// ([`Profile::endpoints`]); the agent's own samples are left out of the CPU figures.
 fn endpoint_breakdown(profile: &Profile, attr: &Attribution, wire: Option<&WireSummary>) -> Vec<EndpointBreakdown> {
     let (Some(join), Some(wire)) = (&profile.endpoints, wire) else { return Vec::new() };
-    let mut samples = vec![0u64; join.endpoints.len()];
-    for c in &profile.on_cpu {
-        if attr.stack_profiler.get(c.stack as usize).copied().unwrap_or(false) {
-            continue;
-        }
-        for &(e, n) in &c.endpoints {
-            if let Some(x) = samples.get_mut(e as usize) {
-                *x += n;
-            }
-        }
-    }
+    let samples = attr.endpoint_samples(join.endpoints.len());
     let mut rows: Vec<EndpointBreakdown> = wire
         .http
         .endpoints
