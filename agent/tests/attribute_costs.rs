@@ -442,3 +442,50 @@ fn attach_throughput_is_the_steady_windows() {
     assert!((x - 3902.0 / 10.086_215_718).abs() < 0.01, "{x}");
     assert_eq!(r.throughput_source.as_deref(), Some("wire: mean over the whole run of 10.09 s"));
 }
+
+/// A hand-made profile of one endpoint, `GET /t`, 100 requests over 1 s: 10 on-CPU samples on
+/// a tokio worker serving it, a park of the same worker lasting `parked_ns`, and
+/// `idle_us_per_request` of idle time in transactions joined to the endpoint.
+fn transaction_profile(idle_us_per_request: u64, parked_ns: u64) -> Profile {
+    use profiler::profile::EndpointSamples;
+    use profiler::wire::serving::{DbCounts, EndpointDb};
+    use profiler::wire::summary::{EndpointStats, HttpSummary};
+    let text = format!(
+        "frequency_hz 1000\non 10 tokio::runtime::scheduler::multi_thread::worker::run;myapp::handler\noff 1 {parked_ns} tokio::runtime::scheduler::multi_thread::worker::run;tokio::runtime::scheduler::multi_thread::worker::Context::park;std::thread::park\n"
+    );
+    let (mut p, _) = parse("transactions", &text);
+    p.meta.duration_ns = 1_000_000_000;
+    p.on_cpu[0].endpoints = vec![(0, 10)];
+    let counts = DbCounts { round_trips: 400, answered: 400, latency_total_ns: 400 * 50_000, idle_in_transaction_ns: idle_us_per_request * 100 * 1_000, ..DbCounts::default() };
+    p.endpoints = Some(EndpointSamples { endpoints: vec!["GET /t".into()], attributed: 10, db: vec![EndpointDb { endpoint: 0, counts }], ..EndpointSamples::default() });
+    let endpoint = EndpointStats { endpoint: "GET /t".into(), requests: 100, statuses: [(200, 100)].into(), latency_total_ns: 100 * 10_000_000, latency_mean_ns: 10_000_000 };
+    p.wire = Some(WireSummary { http: HttpSummary { requests: 100, responses: 100, endpoints: vec![endpoint], ..HttpSummary::default() }, ..WireSummary::default() });
+    p
+}
+
+/// `idle-in-transaction` fires on 3 ms of idle time in transactions per request while the
+/// worker was parked 90% of the run, naming the endpoint and the figure; silent at 1 ms per
+/// request (below the catalog's 2 ms), and silent at 3 ms when the worker was parked 10% of
+/// the run (a saturated runtime: the gaps are the tasks' wait for a worker). Its gain under a
+/// latency bound counts only the wait beyond the hold: latency 10 ms, CPU 0.1 ms (10 samples
+/// at 1 kHz over 100 requests), round trips 0.2 ms, held idle 3 ms: rest 9.7 ms, of which
+/// 6.7 ms beyond the hold, capped at the hold's 3 ms: 10/(10-3) - 1 = 42.9%.
+#[test]
+fn idle_in_transaction_fires_only_with_idle_workers() {
+    let rules = RuleSet::builtin();
+    let fired = |p: &Profile, bound: Bound| {
+        let opts = RankingOptions { rules: &rules, wire: p.wire.as_ref(), base_req_per_s: Some(100.0), label: "t" };
+        let r = rank(p, Some(100), bound, &opts);
+        r.costs.iter().map(|c| c.clone()).find(|c| c.finding.id == "idle-in-transaction")
+    };
+    let p = transaction_profile(3000, 900_000_000);
+    let f = fired(&p, Bound::Unknown).expect("fires on 3 ms per request with idle workers");
+    assert!(close(f.finding.counts_per_request["idle_in_transaction_us"], 3000.0), "{:?}", f.finding.counts_per_request);
+    assert!(f.finding.title.contains("3.00 ms per request of `GET /t`") && f.finding.title.contains("(30% of the latency)"), "{}", f.finding.title);
+    assert_eq!(f.finding.endpoints.first().map(|e| e.endpoint.as_str()), Some("GET /t"));
+    let latency = Bound::ServedLatency { used_cpus: 0.01, capacity_cpus: 2.0, latency_us: 10_000.0 };
+    let g = fired(&p, latency).expect("fires under a latency bound").gain;
+    assert!((g.gain_pct - (10.0 / 7.0 - 1.0) * 100.0).abs() < 0.01, "{g:?}");
+    assert!(fired(&transaction_profile(1000, 900_000_000), Bound::Unknown).is_none(), "fired at 1 ms per request");
+    assert!(fired(&transaction_profile(3000, 100_000_000), Bound::Unknown).is_none(), "fired with the worker parked 10% of the time");
+}

@@ -221,6 +221,9 @@ fn cost_catalog_errors_have_their_lines() {
     let e = err("[[cost]]\nid = \"x\"\ntitle = \"{statement} {executions}\"\n[cost.statements]\nmin_executions_per_request = 0.0\n");
     assert_eq!(e.line, 4, "{e}");
     assert!(e.message.contains("min_executions_per_request must be above 0"), "{e}");
+    let e = err("[[cost]]\nid = \"x\"\ntitle = \"{idle_ms} {latency_share} {endpoint}\"\n[cost.transactions]\nmin_idle_us_per_request = 1.0\nmin_worker_idle_share = 1.5\n");
+    assert_eq!(e.line, 4, "{e}");
+    assert!(e.message.contains("min_worker_idle_share must be within 0..1"), "{e}");
     let e = err("[[thread_role]]\nname = \"w\"\nframes = ['.*']\n");
     assert_eq!(e.line, 3, "{e}");
     assert!(e.message.contains("matches every frame"), "{e}");

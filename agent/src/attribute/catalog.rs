@@ -60,8 +60,12 @@
 //! [cost.statements]                  # database statements per HTTP request, from the wire (optional)
 //! min_executions_per_request = 5.0   # fires when one statement shape runs at least this often per request
 //! verbs = ["SELECT"]                 # ... among the shapes that start with one of these keywords (default any)
+//!
+//! [cost.transactions]                # database connections idle inside a transaction, from the wire (optional)
+//! min_idle_us_per_request = 2000.0   # fires when an endpoint's requests leave their transactions idle this long, µs each
+//! min_worker_idle_share = 0.25       # ... while the runtime's workers were parked at least this share of their time
 //! ```
-//! A cost fires when its gating sections do (`on_cpu`, `off_cpu` and `statements` gate when
+//! A cost fires when its gating sections do (`on_cpu`, `off_cpu`, `statements` and `transactions` gate when
 //! present, `syscalls` when it has a `min_per_request`); with two gating sections firing its
 //! confidence is `high`.
 //! The **caller** of a stack is its innermost user frame outside the standard library, libc and
@@ -72,7 +76,9 @@
 //! `{waits}` (waits per request), `{mean_wait_us}`, `{caller}` (the top caller frame) and
 //! `{syscalls.NAME}` (calls of NAME per request), `{bytes_per_call.NAME}` (mean bytes per
 //! successful call of NAME), `{statement}` (the statement shape that
-//! fired, as text) and `{executions}` (its executions per request); an unknown figure reads `?`.
+//! fired, as text) and `{executions}` (its executions per request), `{endpoint}` (the endpoint
+//! that fired), `{idle_ms}` (ms idle in transaction per request) and `{latency_share}` (that
+//! time's share of the endpoint's latency); an unknown figure reads `?`.
 //!
 //! A fingerprint that a predicate cannot say keeps a Rust detector: `detector = "NAME"` (one of
 //! [`super::costs::DETECTORS`]) with `why_code = "..."` saying why; its sections must be absent.
@@ -197,6 +203,25 @@ pub struct StatementPredicate {
     pub verbs: Vec<String>,
 }
 
+/// The transaction section of a [`CostRule`]: database connections left idle inside a
+/// transaction (PostgreSQL's `idle in transaction`: the app holds the transaction, its
+/// connection and its row locks open while it does something else), per HTTP request of an
+/// endpoint, from the wire capture ([`crate::wire::serving::DbCounts::idle_in_transaction_ns`]).
+#[derive(Debug, Clone, Default)]
+pub struct TransactionPredicate {
+    /// Fires when an endpoint's requests leave their transactions idle at least this long, µs
+    /// per request.
+    pub min_idle_us_per_request: f64,
+    /// ... and the runtime's worker threads were parked (idle, off-CPU in the `runtime-park`
+    /// frames) at least this share (0..1) of their time: on saturated workers the gaps in a
+    /// transaction are the task's wait for a worker, not a wait of its own. Without off-CPU
+    /// waits in the profile the section does not fire.
+    pub min_worker_idle_share: f64,
+}
+
+/// Default [`TransactionPredicate::min_worker_idle_share`].
+pub const DEFAULT_MIN_WORKER_IDLE_SHARE: f64 = 0.25;
+
 /// One `[[cost]]`: a fingerprint as predicates, or a named Rust detector.
 #[derive(Debug, Clone)]
 pub struct CostRule {
@@ -222,6 +247,8 @@ pub struct CostRule {
     pub syscalls: Option<SyscallPredicate>,
     /// Statement predicate.
     pub statements: Option<StatementPredicate>,
+    /// Idle time inside transactions, from the wire.
+    pub transactions: Option<TransactionPredicate>,
     /// Where it was defined.
     pub origin: String,
 }
@@ -264,6 +291,8 @@ pub(super) struct CostToml {
     syscalls: Option<Spanned<SyscallsToml>>,
     #[serde(default)]
     statements: Option<Spanned<StatementsToml>>,
+    #[serde(default)]
+    transactions: Option<Spanned<TransactionsToml>>,
 }
 
 impl CostToml {
@@ -317,6 +346,14 @@ struct SyscallsToml {
     min_per_request: Option<f64>,
     #[serde(default)]
     max_bytes_per_call: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TransactionsToml {
+    min_idle_us_per_request: f64,
+    #[serde(default)]
+    min_worker_idle_share: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -421,19 +458,19 @@ pub(super) fn parse_cost(
         Some("all") => true,
         Some(other) => return Err(err(c.require.as_ref().map(|s| s.span()), format!("cost `{id}`: require must be any or all, not {other:?}"))),
     };
-    let has_sections = c.on_cpu.is_some() || c.off_cpu.is_some() || c.syscalls.is_some() || c.statements.is_some();
+    let has_sections = c.on_cpu.is_some() || c.off_cpu.is_some() || c.syscalls.is_some() || c.statements.is_some() || c.transactions.is_some();
     if let Some(d) = &c.detector {
         if !detectors.contains(&d.get_ref().as_str()) {
             return Err(err(Some(d.span()), format!("cost `{id}`: unknown detector {:?} (known: {})", d.get_ref(), detectors.join(", "))));
         }
         if has_sections {
-            return Err(err(Some(d.span()), format!("cost `{id}`: a detector cost has no on_cpu/off_cpu/syscalls/statements section")));
+            return Err(err(Some(d.span()), format!("cost `{id}`: a detector cost has no on_cpu/off_cpu/syscalls/statements/transactions section")));
         }
         if c.why_code.as_deref().is_none_or(|w| w.trim().is_empty()) {
             return Err(err(Some(d.span()), format!("cost `{id}`: a detector needs why_code (what a predicate cannot say)")));
         }
     } else if !has_sections {
-        return Err(err(Some(t.span()), format!("cost `{id}` has neither a detector nor an on_cpu, off_cpu, syscalls or statements section")));
+        return Err(err(Some(t.span()), format!("cost `{id}` has neither a detector nor an on_cpu, off_cpu, syscalls, statements or transactions section")));
     }
     if let Some(t) = &c.title {
         if let Some(bad) = unknown_placeholder(t.get_ref()) {
@@ -512,6 +549,20 @@ pub(super) fn parse_cost(
             })
         }
     };
+    let transactions = match &c.transactions {
+        None => None,
+        Some(s) => {
+            let o = s.get_ref();
+            if !(o.min_idle_us_per_request.is_finite() && o.min_idle_us_per_request > 0.0) {
+                return Err(err(Some(s.span()), format!("cost `{id}`: transactions.min_idle_us_per_request must be above 0")));
+            }
+            let share = o.min_worker_idle_share.unwrap_or(DEFAULT_MIN_WORKER_IDLE_SHARE);
+            if !(0.0..=1.0).contains(&share) {
+                return Err(err(Some(s.span()), format!("cost `{id}`: transactions.min_worker_idle_share must be within 0..1")));
+            }
+            Some(TransactionPredicate { min_idle_us_per_request: o.min_idle_us_per_request, min_worker_idle_share: share })
+        }
+    };
     Ok(CostRule {
         id,
         title,
@@ -524,13 +575,14 @@ pub(super) fn parse_cost(
         off_cpu,
         syscalls,
         statements,
+        transactions,
         origin: origin.to_string(),
     })
 }
 
 /// The figures a title or advice may quote (`{syscalls.NAME}` besides).
 pub const FIGURES: &[&str] =
-    &["cpu_us", "share", "blocked_us", "waits", "mean_wait_us", "caller", "syscalls.NAME", "bytes_per_call.NAME", "statement", "executions", "endpoint"];
+    &["cpu_us", "share", "blocked_us", "waits", "mean_wait_us", "caller", "syscalls.NAME", "bytes_per_call.NAME", "statement", "executions", "endpoint", "idle_ms", "latency_share"];
 
 /// The first `{name}` of a template that is not one of [`FIGURES`].
 fn unknown_placeholder(template: &str) -> Option<String> {

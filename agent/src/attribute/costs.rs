@@ -153,6 +153,9 @@ pub enum EndpointMeasure {
     Executions,
     /// PostgreSQL round trips on the wire, per endpoint ([`crate::wire::serving`]).
     RoundTrips,
+    /// µs the database connections sat idle inside a transaction, on the wire, per endpoint
+    /// ([`crate::wire::serving::DbCounts::idle_in_transaction_ns`]).
+    IdleInTransaction,
 }
 
 impl EndpointMeasure {
@@ -163,6 +166,7 @@ impl EndpointMeasure {
             EndpointMeasure::Samples => "on-CPU samples of its stacks, by the request their thread was serving",
             EndpointMeasure::Executions => "statement executions on the wire, joined to requests by the order of the calls, the rest split as the joined ones",
             EndpointMeasure::RoundTrips => "round trips on the wire, joined to requests by the order of the calls, the rest split as the joined ones",
+            EndpointMeasure::IdleInTransaction => "µs idle in transaction on the wire, counted for the round trip that ended each idle gap, joined to requests by the order of the calls, the rest split as the joined ones",
         }
     }
 
@@ -172,6 +176,7 @@ impl EndpointMeasure {
             EndpointMeasure::Samples => "samples",
             EndpointMeasure::Executions => "executions",
             EndpointMeasure::RoundTrips => "round trips",
+            EndpointMeasure::IdleInTransaction => "µs idle in transaction",
         }
     }
 }

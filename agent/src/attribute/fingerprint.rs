@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::catalog::{CostRule, OffCpuPredicate, OnCpuPredicate, StatementPredicate};
+use super::catalog::{CostRule, OffCpuPredicate, OnCpuPredicate, StatementPredicate, TransactionPredicate};
 use super::costs::{Confidence, Ctx, Finding, FrameSamples};
 
 /// Role indices (into [`super::layers::Attribution::role_names`]) for role names; `None`
@@ -151,12 +151,16 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
         (sum, per, small && p.min_per_request.is_some_and(|m| ctx.attr.requests.is_some() && sum >= m))
     });
     let stmt = rule.statements.as_ref().map(|p| statements(ctx, p));
+    let txn = rule.transactions.as_ref().map(|p| transactions(ctx, p));
     let mut gates: Vec<bool> = Vec::new();
     if let Some(o) = &on {
         gates.push(o.fires);
     }
     if let Some(st) = &stmt {
         gates.push(st.is_some());
+    }
+    if let Some(t) = &txn {
+        gates.push(t.as_ref().is_some_and(|t| t.fires));
     }
     if let Some(o) = &off {
         gates.push(o.fires);
@@ -278,6 +282,34 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
         if st.latency_us_per_request > 0.0 {
             f.counts_per_request.insert("statement_latency_us".into(), st.latency_us_per_request);
         }
+    }
+    if let Some(Some(t)) = &txn {
+        figures.insert("idle_ms".into(), num(t.idle_us_per_request / 1e3));
+        figures.insert("endpoint".into(), format!("`{}`", t.endpoint));
+        f.counts_per_request.insert("idle_in_transaction_us".into(), t.idle_us_per_request);
+        if let Some(l) = t.latency_us {
+            figures.insert("latency_share".into(), format!("{:.0}%", 100.0 * t.idle_us_per_request / l));
+        }
+        f.evidence.push(format!(
+            "wire: {:.1} ms per request of `{}` with a database connection idle inside a transaction ({:.1} s over {} requests; each gap from a round trip's answer that left the transaction open to the connection's next message){}",
+            t.idle_us_per_request / 1e3,
+            t.endpoint,
+            t.idle_us_per_request * t.requests as f64 / 1e6,
+            t.requests,
+            t.latency_us.map_or(String::new(), |l| format!(", against a mean latency of {:.1} ms", l / 1e3))
+        ));
+        f.evidence.push(format!(
+            "the runtime's workers were parked (idle) {:.0}% of their time: the gaps are waits of the request's own, not a queue for a worker",
+            100.0 * t.worker_idle_share
+        ));
+        // What the hold costs other requests: the part of the endpoint's latency beyond its
+        // CPU, its round trips and the hold itself (the wait for a connection the hold keeps
+        // busy, when the pool is short), at most the hold. Without a pool wait it is 0: the
+        // wait stays in the request's latency wherever it is moved.
+        if let Some(rest) = t.rest_us {
+            f.db_latency_us_per_request = Some((rest - t.idle_us_per_request).clamp(0.0, t.idle_us_per_request));
+        }
+        ctx.set_db_payers(&mut f, super::costs::EndpointMeasure::IdleInTransaction, |c| c.idle_in_transaction_ns / 1_000);
     }
     f.owner = callers.first().map(|c| c.frame.clone());
     if let Some(o) = &f.owner {
@@ -403,6 +435,83 @@ fn statements(ctx: &Ctx<'_>, p: &StatementPredicate) -> Option<StatementHit> {
         mean_latency_us: best.latency_mean_ns as f64 / 1e3,
         latency_us_per_request: best.latency_total_ns as f64 / 1e3 / n,
     })
+}
+
+/// What a [`TransactionPredicate`] measured on the endpoint whose requests leave their
+/// transactions idle longest.
+struct TransactionHit {
+    endpoint: String,
+    requests: u64,
+    /// Idle in transaction per request of the endpoint, µs.
+    idle_us_per_request: f64,
+    /// The endpoint's mean latency on the wire, µs.
+    latency_us: Option<f64>,
+    /// Its latency less its on-CPU time and its round trips, µs per request (the latency
+    /// breakdown's rest), when both are known.
+    rest_us: Option<f64>,
+    /// Share (0..1) of the runtime workers' time they spent parked.
+    worker_idle_share: f64,
+    fires: bool,
+}
+
+/// The endpoint whose requests leave database transactions idle longest (from the endpoint
+/// join's [`crate::wire::serving::DbCounts::idle_in_transaction_ns`], endpoints with
+/// [`MIN_ENDPOINT_REQUESTS`] or more), and whether it fires: at least
+/// `min_idle_us_per_request` per request while the runtime's workers were parked at least
+/// `min_worker_idle_share` of their time. `None` without an endpoint join, without idle time,
+/// or without off-CPU waits of a runtime worker (the workers' idle time is then unknown).
+fn transactions(ctx: &Ctx<'_>, p: &TransactionPredicate) -> Option<TransactionHit> {
+    let join = ctx.profile.endpoints.as_ref()?;
+    let (idle_ns, name, requests) = join
+        .db
+        .iter()
+        .filter_map(|d| {
+            let name = join.endpoints.get(d.endpoint as usize)?;
+            let requests = ctx.endpoint_requests(name);
+            (requests >= MIN_ENDPOINT_REQUESTS && d.counts.idle_in_transaction_ns > 0).then_some((d.counts.idle_in_transaction_ns, name, requests))
+        })
+        .max_by(|a, b| (a.0 as f64 / a.2 as f64).total_cmp(&(b.0 as f64 / b.2 as f64)))?;
+    let worker_idle_share = worker_idle_share(ctx)?;
+    let idle_us_per_request = idle_ns as f64 / 1e3 / requests as f64;
+    let wire = ctx.profile.wire.as_ref();
+    let latency_us = wire.and_then(|w| w.http.endpoints.iter().find(|e| &e.endpoint == name)).filter(|e| e.latency_mean_ns > 0).map(|e| e.latency_mean_ns as f64 / 1e3);
+    let endpoint_id = join.endpoints.iter().position(|e| e == name);
+    let cpu_us = endpoint_id.and_then(|i| ctx.attr.period_us.map(|p| ctx.attr.endpoint_samples(join.endpoints.len())[i] as f64 * p / requests as f64));
+    let db_us = join.db.iter().find(|d| Some(d.endpoint as usize) == endpoint_id).map_or(0.0, |d| d.counts.latency_total_ns as f64 / 1e3 / requests as f64);
+    let rest_us = latency_us.zip(cpu_us).map(|(l, c)| (l - c - db_us).max(0.0));
+    Some(TransactionHit {
+        endpoint: name.clone(),
+        requests,
+        idle_us_per_request,
+        latency_us,
+        rest_us,
+        worker_idle_share,
+        fires: idle_us_per_request >= p.min_idle_us_per_request && worker_idle_share >= p.min_worker_idle_share,
+    })
+}
+
+/// Share (0..1) of the runtime workers' time spent parked: their off-CPU time in waits whose
+/// stack has a `runtime-park` frame, over the run's length times the workers seen (threads of
+/// the `runtime worker` role). `None` without the frame set or without an off-CPU wait of a
+/// worker.
+fn worker_idle_share(ctx: &Ctx<'_>) -> Option<f64> {
+    let park = ctx.rules.frame_set(super::catalog::RUNTIME_PARK)?;
+    let worker = ctx.attr.role_names.iter().position(|n| n == WORKER_ROLE)?;
+    let workers = ctx.attr.thread_roles.values().filter(|&&r| r == worker).count();
+    let mut parked_ns = 0u64;
+    let mut any = false;
+    for c in &ctx.profile.off_cpu {
+        if ctx.attr.thread_roles.get(&(c.pid, c.tid)) != Some(&worker) {
+            continue;
+        }
+        any = true;
+        let Some(stack) = ctx.profile.stacks.get(c.stack as usize) else { continue };
+        if stack.frames.iter().any(|&f| park.matches(ctx.path(f))) {
+            parked_ns += c.total_ns;
+        }
+    }
+    let span = ctx.profile.meta.duration_ns as f64 * workers as f64;
+    (any && span > 0.0).then(|| (parked_ns as f64 / span).min(1.0))
 }
 
 /// A figure for a title: 3 significant digits up to 1,000, whole numbers above
