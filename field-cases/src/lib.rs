@@ -17,6 +17,7 @@
 //! | `/case/json-from-reader` | `/control/json-from-slice` | `serde_json::from_reader` on an unbuffered `File` |
 //! | `/case/n-plus-one` | `/control/join` | one `SELECT` per item of a list (N+1 queries, [`N_PLUS_ONE_ITEMS`] items) |
 //! | `/case/connect-per-request` | `/control/pooled-connection` | a new database connection (TCP, start-up, SCRAM authentication) for every request |
+//! | `/case/transaction-across-wait` | `/control/wait-before-transaction` | a transaction held open across an `.await` ([`TRANSACTION_WAIT`]): idle in transaction |
 //!
 //! The database routes need `--database-url` (PostgreSQL); without it they answer 503.
 //!
@@ -41,7 +42,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 /// Every route with a request counter, in the order `/stats` lists them.
-pub const ROUTES: [&str; 24] = [
+pub const ROUTES: [&str; 26] = [
     "/case/regex-per-request",
     "/control/regex-static",
     "/case/blocking-sleep",
@@ -66,6 +67,8 @@ pub const ROUTES: [&str; 24] = [
     "/control/join",
     "/case/connect-per-request",
     "/control/pooled-connection",
+    "/case/transaction-across-wait",
+    "/control/wait-before-transaction",
 ];
 
 /// Items an order of the database routes has: `/case/n-plus-one` runs one `SELECT` for the
@@ -89,6 +92,11 @@ pub const SLEEP: Duration = Duration::from_millis(2);
 /// How long `/case/lock-across-sleep` holds its lock (sleeping), and `/control/sleep-without-lock`
 /// sleeps without one.
 pub const LOCKED_SLEEP: Duration = Duration::from_micros(300);
+
+/// The wait (a `tokio::time::sleep`, standing for a call to another service) of
+/// `/case/transaction-across-wait`, inside its transaction, and of
+/// `/control/wait-before-transaction`, before it.
+pub const TRANSACTION_WAIT: Duration = Duration::from_millis(5);
 
 /// Rounds of hashing and map updates of the mutex routes: about 30 µs of CPU here.
 pub const TALLY_ROUNDS: u64 = 600;
@@ -204,6 +212,8 @@ pub fn try_app(db: Option<sqlx::PgPool>) -> anyhow::Result<Router> {
         .route("/control/join", get(join))
         .route("/case/connect-per-request", get(connect_per_request))
         .route("/control/pooled-connection", get(pooled_connection))
+        .route("/case/transaction-across-wait", get(transaction_across_wait))
+        .route("/control/wait-before-transaction", get(wait_before_transaction))
         .route("/stats", get(stats))
         .with_state(state))
 }
@@ -615,36 +625,6 @@ async fn json_from_slice(State(st): State<Shared>) -> Response {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_pattern_matches_the_sample() {
-        assert_eq!(match_line(&REGEX)["path"], "/api/v1/deals");
-    }
-
-    #[test]
-    fn fixtures_have_the_documented_sizes() {
-        let b = brotli_body().len();
-        assert!((8_000..=60_000).contains(&b), "brotli body {b} bytes");
-        let c = catalog_json().len();
-        assert!((10_000..=50_000).contains(&c), "catalog {c} bytes");
-        let parsed: Catalog = serde_json::from_slice(&catalog_json()).unwrap();
-        assert_eq!(parsed.items.len(), CATALOG_ITEMS);
-    }
-
-    #[test]
-    fn brotli_round_trips_at_both_levels() {
-        let body = brotli_body();
-        for q in [5, 11] {
-            let packed = brotli_compress(&body, q).unwrap();
-            let mut back = Vec::new();
-            brotli::BrotliDecompress(&mut &packed[..], &mut back).unwrap();
-            assert_eq!(back, body);
-        }
-    }
-}
 
 // ---- /case/n-plus-one, /control/join -------------------------------------------------------
 
@@ -746,4 +726,77 @@ async fn pooled_connection(State(st): State<Shared>) -> Response {
     let Some(db) = &st.db else { return no_db() };
     let order = order_of(st.stats.hit(23));
     order_total(db, order).await
+}
+
+// ---- /case/transaction-across-wait, /control/wait-before-transaction ------------------------
+
+/// The two reads of both transaction routes: an order's item count, then its total.
+const ORDER_ITEMS: &str = "SELECT count(*) FROM fc_order_items WHERE order_id = $1";
+
+/// BEGIN, [`ORDER_ITEMS`], then (when `wait_inside`) [`TRANSACTION_WAIT`] with the transaction
+/// and its pooled connection held, then [`ORDER_TOTAL`] and COMMIT; else the wait before BEGIN.
+async fn order_in_transaction(db: &sqlx::PgPool, order: i32, wait_inside: bool) -> Response {
+    if !wait_inside {
+        tokio::time::sleep(TRANSACTION_WAIT).await;
+    }
+    let result: Result<(i64, i64), sqlx::Error> = async {
+        let mut tx = db.begin().await?;
+        let (items,): (i64,) = sqlx::query_as(ORDER_ITEMS).bind(order).fetch_one(&mut *tx).await?;
+        if wait_inside {
+            tokio::time::sleep(TRANSACTION_WAIT).await;
+        }
+        let (_, total): (i64, i64) = sqlx::query_as(ORDER_TOTAL).bind(order).fetch_one(&mut *tx).await?;
+        tx.commit().await?;
+        Ok((items, total))
+    }
+    .await;
+    match result {
+        Ok((items, total)) => Json(serde_json::json!({ "order": order, "items": items, "total_cents": total })).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+/// The order's two reads in one transaction that stays open across [`TRANSACTION_WAIT`].
+async fn transaction_across_wait(State(st): State<Shared>) -> Response {
+    let Some(db) = &st.db else { return no_db() };
+    let order = order_of(st.stats.hit(24));
+    order_in_transaction(db, order, true).await
+}
+
+/// The same wait before the same transaction.
+async fn wait_before_transaction(State(st): State<Shared>) -> Response {
+    let Some(db) = &st.db else { return no_db() };
+    let order = order_of(st.stats.hit(25));
+    order_in_transaction(db, order, false).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pattern_matches_the_sample() {
+        assert_eq!(match_line(&REGEX)["path"], "/api/v1/deals");
+    }
+
+    #[test]
+    fn fixtures_have_the_documented_sizes() {
+        let b = brotli_body().len();
+        assert!((8_000..=60_000).contains(&b), "brotli body {b} bytes");
+        let c = catalog_json().len();
+        assert!((10_000..=50_000).contains(&c), "catalog {c} bytes");
+        let parsed: Catalog = serde_json::from_slice(&catalog_json()).unwrap();
+        assert_eq!(parsed.items.len(), CATALOG_ITEMS);
+    }
+
+    #[test]
+    fn brotli_round_trips_at_both_levels() {
+        let body = brotli_body();
+        for q in [5, 11] {
+            let packed = brotli_compress(&body, q).unwrap();
+            let mut back = Vec::new();
+            brotli::BrotliDecompress(&mut &packed[..], &mut back).unwrap();
+            assert_eq!(back, body);
+        }
+    }
 }

@@ -462,6 +462,67 @@ fn connection_per_request() {
     pg.stop().expect("stop postgres");
 }
 
+/// Time the backends of database `db` spent idle inside a transaction, ms
+/// (`pg_stat_database.idle_in_transaction_time`: the server's own clock, from the
+/// ReadyForQuery that left a transaction open to the next message it read).
+fn idle_in_transaction_ms(pg: &bench::pg::TempPostgres, db: &str) -> f64 {
+    let out = pg.psql("postgres", &format!("SELECT idle_in_transaction_time FROM pg_stat_database WHERE datname = '{db}'")).expect("pg_stat_database");
+    out.trim().parse().unwrap_or_else(|_| panic!("pg_stat_database answered {out:?}"))
+}
+
+/// How long an idle backend may keep its session statistics before it reports them
+/// (PostgreSQL's `PGSTAT_IDLE_INTERVAL`, 10 s), and a margin: after a load, the pooled
+/// connections' last figures reach `pg_stat_database` within it.
+const PG_STATS_IDLE_FLUSH: Duration = Duration::from_secs(12);
+
+/// A transaction held open across a 5 ms wait (`TRANSACTION_WAIT`, a timer standing for a call
+/// to another service): `idle-in-transaction` fires with its idle time per request within
+/// 10% of PostgreSQL's own (`pg_stat_database.idle_in_transaction_time` over the requests
+/// served), names the endpoint that pays it, and stays silent on the same wait before BEGIN.
+#[test]
+fn idle_in_transaction() {
+    if skip_unless_root() {
+        return;
+    }
+    let (pg, _url, app) = app_with_statement_counts();
+    let wait_ms = field_cases::TRANSACTION_WAIT.as_secs_f64() * 1e3;
+    // The case's req/s and predicted gain, printed beside what the control (the wait moved out
+    // of the transaction) measured: a figure for a person, not an assertion (timing).
+    let mut case: Option<(f64, f64)> = None;
+    for (route, fires) in [("/case/transaction-across-wait", true), ("/control/wait-before-transaction", false)] {
+        common::wrk(&app.url(route), 2, 8);
+        std::thread::sleep(PG_STATS_IDLE_FLUSH);
+        let (idle_before, before) = (idle_in_transaction_ms(&pg, "fc"), app.served(route));
+        let p = profile(&app, route, PROFILE_SECS, &[]);
+        let served = app.served(route) - before;
+        std::thread::sleep(PG_STATS_IDLE_FLUSH);
+        let truth = (idle_in_transaction_ms(&pg, "fc") - idle_before) / served as f64;
+        let got = ids(&p.ranking);
+        println!(
+            "{route}: {got:?}; pg_stat_database: {truth:.3} ms idle in transaction per request over {served} requests; wrk {:.0} req/s, mean latency {:.2} ms",
+            p.wrk.req_per_s, p.wrk.mean_latency_ms
+        );
+        if !fires {
+            if let Some((req_per_s, predicted)) = case {
+                println!("  moving the wait out of the transaction: predicted {predicted:+.1}%, measured {:+.1}% (wrk, one run each)", 100.0 * (p.wrk.req_per_s / req_per_s - 1.0));
+            }
+            assert!(truth < 0.2 * wait_ms, "the control's transactions sat idle {truth:.3} ms per request");
+            assert!(!got.contains(&"idle-in-transaction".to_string()), "fired on the control {route}: {got:?}");
+            continue;
+        }
+        assert!(truth >= 0.9 * wait_ms, "the case's transactions sat idle only {truth:.3} ms per request, less than its {wait_ms} ms wait");
+        let f = p.ranking["costs"].as_array().unwrap().iter().find(|c| c["id"] == "idle-in-transaction").unwrap_or_else(|| panic!("{route}: idle-in-transaction did not fire: {got:?}"));
+        let idle = f["counts_per_request"]["idle_in_transaction_us"].as_f64().expect("idle µs per request") / 1e3;
+        println!("  {}\n  evidence: {}\n  gain: {}\n  {idle:.3} ms per request against pg_stat_database's {truth:.3}", f["title"].as_str().unwrap_or_default(), f["evidence"], f["gain"]);
+        assert!((idle - truth).abs() <= 0.10 * truth, "{idle:.3} ms idle in transaction per request against {truth:.3}");
+        case = Some((p.wrk.req_per_s, f["gain"]["gain_pct"].as_f64().unwrap_or(f64::NAN)));
+        let endpoints = f["endpoints"].as_array().unwrap_or_else(|| panic!("idle-in-transaction names no endpoint: {f}"));
+        assert_eq!(endpoints[0]["endpoint"], format!("GET {route}"), "{endpoints:?}");
+    }
+    drop(app);
+    pg.stop().expect("stop postgres");
+}
+
 /// Two routes under load at once, each with its own cost: every finding names the endpoint
 /// that pays it. By the app's code, `hash_password` runs only in `/case/hash-on-worker`'s
 /// handler and `Regex::new` per request only in `/case/regex-per-request`'s, so each finding's
