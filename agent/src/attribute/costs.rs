@@ -91,7 +91,9 @@ pub struct Finding {
     pub cpu_us_per_request: Option<f64>,
     /// Database round trips per request the cost adds (wire), when known.
     pub round_trips_per_request: Option<f64>,
-    /// Database round-trip time per request the cost adds (wire), µs.
+    /// Database time per request the cost adds to each request's latency (wire), µs: its round
+    /// trips, or, for a transaction held idle (`idle-in-transaction`), the wait for a
+    /// connection the hold causes.
     pub db_latency_us_per_request: Option<f64>,
     /// Counted events the cost adds per request, by name (e.g. `pings_before_checkout`,
     /// `round_trips`, `executions`, `lock_waits`, `lock_wait_us`, `getrandom_syscalls`):

@@ -188,8 +188,9 @@ pub struct Gain {
 ///   evenly); gain `1/(1-s) - 1`.
 /// - database CPU: `s` = the finding's extra round trips / all round trips (each round trip
 ///   costing the server alike); costs without round trips give 0;
-/// - latency: `d` = the finding's CPU µs per request + its round-trip µs per request, gain
-///   `L/(L-d) - 1` with `L` the mean latency.
+/// - latency: `d` = the finding's CPU µs per request + its database µs per request (its round
+///   trips, or the connection wait a held transaction causes), gain `L/(L-d) - 1` with `L`
+///   the mean latency.
 pub fn predict(finding: &Finding, bound: &Bound, ctx: &GainInputs) -> Gain {
     if let (Some(b), Some(c)) = (finding.worker_blocked_us_per_request.filter(|&b| b > 0.0), ctx.worker_cpu_us_per_request) {
         return worker_gain(b, c, ctx);
