@@ -287,7 +287,7 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
         figures.insert("idle_ms".into(), num(t.idle_us_per_request / 1e3));
         figures.insert("endpoint".into(), format!("`{}`", t.endpoint));
         f.counts_per_request.insert("idle_in_transaction_us".into(), t.idle_us_per_request);
-        if let Some(l) = t.latency_us {
+        if let Some(l) = t.latency_us.filter(|&l| l > 0.0) {
             figures.insert("latency_share".into(), format!("{:.0}%", 100.0 * t.idle_us_per_request / l));
         }
         f.evidence.push(format!(
@@ -296,7 +296,7 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
             t.endpoint,
             t.idle_us_per_request * t.requests as f64 / 1e6,
             t.requests,
-            t.latency_us.map_or(String::new(), |l| format!(", against a mean latency of {:.1} ms", l / 1e3))
+            t.latency_us.filter(|&l| l > 0.0).map_or(String::new(), |l| format!(", against a mean latency of {:.1} ms", l / 1e3))
         ));
         f.evidence.push(format!(
             "the runtime's workers were parked (idle) {:.0}% of their time: the gaps are waits of the request's own, not a queue for a worker",
@@ -446,8 +446,8 @@ struct TransactionHit {
     idle_us_per_request: f64,
     /// The endpoint's mean latency on the wire, µs.
     latency_us: Option<f64>,
-    /// Its latency less its on-CPU time and its round trips, µs per request (the latency
-    /// breakdown's rest), when both are known.
+    /// Its latency less its on-CPU time and its round trips, µs per request
+    /// ([`super::endpoints::EndpointBreakdown::rest_us_per_request`]), when both are known.
     rest_us: Option<f64>,
     /// Share (0..1) of the runtime workers' time they spent parked.
     worker_idle_share: f64,
@@ -473,18 +473,13 @@ fn transactions(ctx: &Ctx<'_>, p: &TransactionPredicate) -> Option<TransactionHi
         .max_by(|a, b| (a.0 as f64 / a.2 as f64).total_cmp(&(b.0 as f64 / b.2 as f64)))?;
     let worker_idle_share = worker_idle_share(ctx)?;
     let idle_us_per_request = idle_ns as f64 / 1e3 / requests as f64;
-    let wire = ctx.profile.wire.as_ref();
-    let latency_us = wire.and_then(|w| w.http.endpoints.iter().find(|e| &e.endpoint == name)).filter(|e| e.latency_mean_ns > 0).map(|e| e.latency_mean_ns as f64 / 1e3);
-    let endpoint_id = join.endpoints.iter().position(|e| e == name);
-    let cpu_us = endpoint_id.and_then(|i| ctx.attr.period_us.map(|p| ctx.attr.endpoint_samples(join.endpoints.len())[i] as f64 * p / requests as f64));
-    let db_us = join.db.iter().find(|d| Some(d.endpoint as usize) == endpoint_id).map_or(0.0, |d| d.counts.latency_total_ns as f64 / 1e3 / requests as f64);
-    let rest_us = latency_us.zip(cpu_us).map(|(l, c)| (l - c - db_us).max(0.0));
+    let row = super::endpoints::breakdown(ctx.profile, ctx.attr, ctx.profile.wire.as_ref()).into_iter().find(|r| &r.endpoint == name);
     Some(TransactionHit {
         endpoint: name.clone(),
         requests,
         idle_us_per_request,
-        latency_us,
-        rest_us,
+        latency_us: row.as_ref().and_then(|r| r.latency_us),
+        rest_us: row.and_then(|r| r.rest_us_per_request),
         worker_idle_share,
         fires: idle_us_per_request >= p.min_idle_us_per_request && worker_idle_share >= p.min_worker_idle_share,
     })

@@ -47,6 +47,7 @@
 pub mod catalog;
 pub mod costs;
 pub mod counters;
+pub mod endpoints;
 pub mod fingerprint;
 pub mod layers;
 pub mod locks;

@@ -288,7 +288,7 @@ fn endpoints_section(h: &mut String, runs: &[RunView]) {
             h.push_str("<p>The capture decoded no HTTP request.</p>");
         } else {
             // The latency split of the ranking (endpoints joined to samples), when it has one.
-            let split: &[crate::attribute::ranking::EndpointBreakdown] = run.ranking.as_ref().map_or(&[], |r| r.endpoints.as_slice());
+            let split: &[crate::attribute::endpoints::EndpointBreakdown] = run.ranking.as_ref().map_or(&[], |r| r.endpoints.as_slice());
             h.push_str(r#"<table class="endpoints"><thead><tr><th>endpoint</th><th>requests</th><th>statuses</th><th>mean latency ms</th>"#);
             if !split.is_empty() {
                 h.push_str(r#"<th>on-CPU ms/req</th><th>DB round trips/req</th><th>DB ms/req</th><th>rest ms/req</th>"#);
