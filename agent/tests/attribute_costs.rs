@@ -463,13 +463,13 @@ fn transaction_profile(idle_us_per_request: u64, parked_ns: u64) -> Profile {
     p
 }
 
-/// `idle-in-transaction` fires on 3 ms of idle time in transactions per request while the
-/// worker was parked 90% of the run, naming the endpoint and the figure; silent at 1 ms per
-/// request (below the catalog's 2 ms), and silent at 3 ms when the worker was parked 10% of
+/// `idle-in-transaction` fires on 4 ms of idle time in transactions per request while the
+/// worker was parked 90% of the run, naming the endpoint and the figure; silent at 2 ms per
+/// request (below the catalog's 3 ms), and silent at 4 ms when the worker was parked 10% of
 /// the run (a saturated runtime: the gaps are the tasks' wait for a worker). Its gain under a
 /// latency bound counts only the wait beyond the hold: latency 10 ms, CPU 0.1 ms (10 samples
-/// at 1 kHz over 100 requests), round trips 0.2 ms, held idle 3 ms: rest 9.7 ms, of which
-/// 6.7 ms beyond the hold, capped at the hold's 3 ms: 10/(10-3) - 1 = 42.9%.
+/// at 1 kHz over 100 requests), round trips 0.2 ms, held idle 4 ms: rest 9.7 ms, of which
+/// 5.7 ms beyond the hold, capped at the hold's 4 ms: 10/(10-4) - 1 = 66.7%.
 #[test]
 fn idle_in_transaction_fires_only_with_idle_workers() {
     let rules = RuleSet::builtin();
@@ -478,14 +478,50 @@ fn idle_in_transaction_fires_only_with_idle_workers() {
         let r = rank(p, Some(100), bound, &opts);
         r.costs.iter().map(|c| c.clone()).find(|c| c.finding.id == "idle-in-transaction")
     };
-    let p = transaction_profile(3000, 900_000_000);
-    let f = fired(&p, Bound::Unknown).expect("fires on 3 ms per request with idle workers");
-    assert!(close(f.finding.counts_per_request["idle_in_transaction_us"], 3000.0), "{:?}", f.finding.counts_per_request);
-    assert!(f.finding.title.contains("3.00 ms per request of `GET /t`") && f.finding.title.contains("(30% of the latency)"), "{}", f.finding.title);
+    let p = transaction_profile(4000, 900_000_000);
+    let f = fired(&p, Bound::Unknown).expect("fires on 4 ms per request with idle workers");
+    assert!(close(f.finding.counts_per_request["idle_in_transaction_us"], 4000.0), "{:?}", f.finding.counts_per_request);
+    assert!(f.finding.title.contains("4.00 ms per request of `GET /t`") && f.finding.title.contains("(40% of the latency)"), "{}", f.finding.title);
     assert_eq!(f.finding.endpoints.first().map(|e| e.endpoint.as_str()), Some("GET /t"));
     let latency = Bound::ServedLatency { used_cpus: 0.01, capacity_cpus: 2.0, latency_us: 10_000.0 };
     let g = fired(&p, latency).expect("fires under a latency bound").gain;
-    assert!((g.gain_pct - (10.0 / 7.0 - 1.0) * 100.0).abs() < 0.01, "{g:?}");
-    assert!(fired(&transaction_profile(1000, 900_000_000), Bound::Unknown).is_none(), "fired at 1 ms per request");
-    assert!(fired(&transaction_profile(3000, 100_000_000), Bound::Unknown).is_none(), "fired with the worker parked 10% of the time");
+    assert!((g.gain_pct - (10.0 / 6.0 - 1.0) * 100.0).abs() < 0.01, "{g:?}");
+    assert!(fired(&transaction_profile(2000, 900_000_000), Bound::Unknown).is_none(), "fired at 2 ms per request");
+    assert!(fired(&transaction_profile(4000, 100_000_000), Bound::Unknown).is_none(), "fired with the worker parked 10% of the time");
+}
+
+/// `connection-per-request` on a hand-made profile of 100 requests at 1 kHz: 100 `connect`
+/// calls, 10 on-CPU samples (100 µs per request) in sqlx's connection set-up, and a wire
+/// capture of 100 PostgreSQL start-ups of 8 ms each against a mean latency of 10 ms. The set-up
+/// time the wire measured is the request's wait for its connection, the client's CPU of the
+/// set-up inside it, so under a latency bound removing the cost gives back 8 ms of the 10:
+/// 10/(10-8) - 1 = 400%; without timed start-ups only the CPU: 10/(10-0.1) - 1 = 1.01%.
+#[test]
+fn connection_per_request_counts_the_wire_set_up_time() {
+    let text = "frequency_hz 1000\nsyscall connect 100\non 10 tokio::runtime::scheduler::multi_thread::worker::run;myapp::handler;sqlx_postgres::connection::establish::<impl sqlx_postgres::connection::PgConnection>::establish\non 90 tokio::runtime::scheduler::multi_thread::worker::run;myapp::other\n";
+    let (mut p, _) = parse("connections", text);
+    p.meta.duration_ns = 1_000_000_000;
+    let wire = |timed: u64| WireSummary {
+        http: profiler::wire::summary::HttpSummary { requests: 100, responses: 100, ..Default::default() },
+        pg: PgSummary { connections: 100, connections_timed: timed, connection_setup_total_ns: timed * 8_000_000, ..PgSummary::default() },
+        ..WireSummary::default()
+    };
+    let rules = RuleSet::builtin();
+    let latency = Bound::ServedLatency { used_cpus: 0.1, capacity_cpus: 2.0, latency_us: 10_000.0 };
+    for (timed, gain) in [(100, 400.0), (0, (10.0 / 9.9 - 1.0) * 100.0)] {
+        p.wire = Some(wire(timed));
+        let opts = RankingOptions { rules: &rules, wire: p.wire.as_ref(), base_req_per_s: Some(100.0), label: "t" };
+        let r = rank(&p, Some(100), latency.clone(), &opts);
+        let f = r.costs.iter().find(|c| c.finding.id == "connection-per-request").unwrap_or_else(|| panic!("did not fire ({timed} timed)"));
+        assert!((f.gain.gain_pct - gain).abs() < 0.01, "{timed} timed: {:?}", f.gain);
+        assert!(close(f.finding.counts_per_request["connection_setups"], 1.0), "{:?}", f.finding.counts_per_request);
+        if timed > 0 {
+            assert!(close(f.finding.counts_per_request["connection_setup_us"], 8000.0), "{:?}", f.finding.counts_per_request);
+            assert!(f.finding.evidence.iter().any(|e| e.contains("8.00 ms each")), "{:?}", f.finding.evidence);
+        }
+    }
+    // No connect calls: silent, whatever the wire saw (a pool's start-up).
+    p.syscalls.clear();
+    let opts = RankingOptions { rules: &rules, wire: p.wire.as_ref(), base_req_per_s: Some(100.0), label: "t" };
+    assert!(rank(&p, Some(100), latency, &opts).costs.iter().all(|c| c.finding.id != "connection-per-request"));
 }

@@ -135,6 +135,18 @@ fn psql_simple_protocol_round_trips_transactions_and_ping() {
         })
         .collect();
     assert_eq!(conns, vec![1, 2]);
+    // Set-up times from the capture's lines: socket 1 from its SSLRequest (tx at
+    // 1345381248504) to the chunk that ends in ReadyForQuery `5a 00000005 49` (rx at
+    // 1345388179109); socket 2 from its StartupMessage (1345432289113) to 1345438774863.
+    let setups: Vec<Option<u64>> = ev
+        .iter()
+        .filter_map(|e| match e {
+            PgEvent::Connected { setup_ns, .. } => Some(*setup_ns),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(setups, vec![Some(6_930_605), Some(6_485_750)]);
+    assert_eq!((s.pg.connections_timed, s.pg.connection_setup_total_ns), (2, 13_416_355));
     let txns: Vec<_> = ev
         .iter()
         .filter_map(|e| match e {

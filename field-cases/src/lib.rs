@@ -21,7 +21,8 @@
 //!
 //! The database routes need `--database-url` (PostgreSQL); without it they answer 503.
 //!
-//! `/stats` returns the number of requests served per route since start.
+//! `/stats` returns the number of requests served per route since start; `/stats/connect` the
+//! connections `/case/connect-per-request` opened and the time it spent opening them.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
@@ -122,6 +123,9 @@ static TALLY: LazyLock<Mutex<Tally>> = LazyLock::new(|| Mutex::new(Tally::new())
 #[derive(Debug, Default)]
 struct Stats {
     served: [AtomicU64; ROUTES.len()],
+    /// Time `/case/connect-per-request` spent opening its connections, ns (the app's own
+    /// clock around `PgConnection::connect_with`), and the connections it opened.
+    connect: (AtomicU64, AtomicU64),
 }
 
 impl Stats {
@@ -215,6 +219,7 @@ pub fn try_app(db: Option<sqlx::PgPool>) -> anyhow::Result<Router> {
         .route("/case/transaction-across-wait", get(transaction_across_wait))
         .route("/control/wait-before-transaction", get(wait_before_transaction))
         .route("/stats", get(stats))
+        .route("/stats/connect", get(connect_stats))
         .with_state(state))
 }
 
@@ -226,6 +231,13 @@ async fn stats(State(st): State<Shared>) -> Json<serde_json::Value> {
         m.insert((*route).to_string(), n.load(Ordering::Relaxed).into());
     }
     Json(serde_json::Value::Object(m))
+}
+
+/// `{"connections": N, "connect_ns": T}`: what `/case/connect-per-request` spent opening its
+/// connections since start, by the app's own clock.
+async fn connect_stats(State(st): State<Shared>) -> Json<serde_json::Value> {
+    let (ns, n) = &st.stats.connect;
+    Json(json!({ "connections": n.load(Ordering::Relaxed), "connect_ns": ns.load(Ordering::Relaxed) }))
 }
 
 // ---- 1. regex -----------------------------------------------------------------------------
@@ -712,10 +724,13 @@ async fn connect_per_request(State(st): State<Shared>) -> Response {
     use sqlx::Connection;
     let Some(db) = &st.db else { return no_db() };
     let order = order_of(st.stats.hit(22));
+    let start = std::time::Instant::now();
     let mut conn = match sqlx::PgConnection::connect_with(&db.connect_options()).await {
         Ok(c) => c,
         Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     };
+    st.stats.connect.0.fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    st.stats.connect.1.fetch_add(1, Ordering::Relaxed);
     let response = order_total(&mut conn, order).await;
     let _ = conn.close().await;
     response

@@ -433,11 +433,21 @@ fn connection_per_request() {
         return;
     }
     let (pg, _url, app) = app_with_statement_counts();
+    let connect_stats = || {
+        let (status, body) = app.get("/stats/connect");
+        assert_eq!(status, 200, "/stats/connect answered {status}");
+        let v: serde_json::Value = serde_json::from_slice(&body).expect("/stats/connect is JSON");
+        (v["connections"].as_u64().expect("connections"), v["connect_ns"].as_u64().expect("connect_ns"))
+    };
+    // The case's req/s and predicted gain, printed beside what the control (the pool's
+    // connections) measured: a figure for a person, not an assertion (timing).
+    let mut case: Option<(f64, f64)> = None;
     for (route, fires) in [("/case/connect-per-request", true), ("/control/pooled-connection", false)] {
         common::wrk(&app.url(route), 2, 8);
-        let (sessions_before, before) = (sessions(&pg, "fc"), app.served(route));
+        let (sessions_before, before, connect_before) = (sessions(&pg, "fc"), app.served(route), connect_stats());
         let p = profile(&app, route, PROFILE_SECS, &[]);
         let served = app.served(route) - before;
+        let connect_after = connect_stats();
         // The server counts a session when its backend reports its statistics, at the latest
         // when it exits: the last connections of the load closed with it.
         std::thread::sleep(Duration::from_millis(1500));
@@ -446,6 +456,9 @@ fn connection_per_request() {
         let got = ids(&p.ranking);
         println!("{route}: {got:?}; pg_stat_database: {opened} sessions / {served} requests = {truth:.3}");
         if !fires {
+            if let Some((req_per_s, predicted)) = case {
+                println!("  reusing the pool's connections: predicted {predicted:+.1}%, measured {:+.1}% (wrk, one run each)", 100.0 * (p.wrk.req_per_s / req_per_s - 1.0));
+            }
             assert!(truth < 0.01, "the control opened {opened} connections for {served} requests");
             assert!(!got.contains(&"connection-per-request".to_string()), "fired on the control {route}: {got:?}");
             continue;
@@ -455,6 +468,14 @@ fn connection_per_request() {
         let connects = f["counts_per_request"]["syscalls.connect"].as_f64().expect("connect calls per request");
         println!("  {}\n  evidence: {}\n  connect calls per request {connects:.3} against pg_stat_database's {truth:.3}", f["title"].as_str().unwrap_or_default(), f["evidence"]);
         assert!((connects - truth).abs() <= 0.10 * truth, "{connects:.3} connect calls per request against {truth:.3} sessions per request");
+        // The set-up time: the wire's, from the first start-up message to the first
+        // ReadyForQuery, against the app's own clock around `connect_with`, which also holds
+        // the socket's creation and the TCP handshake before the first message.
+        let wire_ms = f["counts_per_request"]["connection_setup_us"].as_f64().expect("set-up µs per request") / f["counts_per_request"]["connection_setups"].as_f64().expect("set-ups per request") / 1e3;
+        let app_ms = (connect_after.1 - connect_before.1) as f64 / 1e6 / (connect_after.0 - connect_before.0) as f64;
+        println!("  set-up {wire_ms:.3} ms per connection on the wire against {app_ms:.3} ms by the app's clock; gain {}", f["gain"]);
+        assert!(wire_ms <= app_ms && wire_ms >= 0.8 * app_ms, "set-up {wire_ms:.3} ms per connection on the wire against {app_ms:.3} ms by the app's clock");
+        case = Some((p.wrk.req_per_s, f["gain"]["gain_pct"].as_f64().unwrap_or(f64::NAN)));
         let endpoints = f["endpoints"].as_array().unwrap_or_else(|| panic!("connection-per-request names no endpoint: {f}"));
         assert_eq!(endpoints[0]["endpoint"], format!("GET {route}"), "{endpoints:?}");
     }
@@ -476,9 +497,10 @@ fn idle_in_transaction_ms(pg: &bench::pg::TempPostgres, db: &str) -> f64 {
 const PG_STATS_IDLE_FLUSH: Duration = Duration::from_secs(12);
 
 /// A transaction held open across a 5 ms wait (`TRANSACTION_WAIT`, a timer standing for a call
-/// to another service): `idle-in-transaction` fires with its idle time per request within
-/// 10% of PostgreSQL's own (`pg_stat_database.idle_in_transaction_time` over the requests
-/// served), names the endpoint that pays it, and stays silent on the same wait before BEGIN.
+/// to another service): `idle-in-transaction` fires with its idle time per request between
+/// PostgreSQL's own (`pg_stat_database.idle_in_transaction_time` over the requests served)
+/// less the endpoint's round-trip time and PostgreSQL's own (the bound is explained at the
+/// assertion), names the endpoint that pays it, and stays silent on the same wait before BEGIN.
 #[test]
 fn idle_in_transaction() {
     if skip_unless_root() {
@@ -506,7 +528,10 @@ fn idle_in_transaction() {
             if let Some((req_per_s, predicted)) = case {
                 println!("  moving the wait out of the transaction: predicted {predicted:+.1}%, measured {:+.1}% (wrk, one run each)", 100.0 * (p.wrk.req_per_s / req_per_s - 1.0));
             }
-            assert!(truth < 0.2 * wait_ms, "the control's transactions sat idle {truth:.3} ms per request");
+            // Moving the wait out of the transaction leaves its gaps to scheduling: 0.61-0.65
+            // ms per request with this load alone on the machine, 1.85 ms with another test
+            // loading both CPUs.
+            assert!(truth < 0.4 * wait_ms, "the control's transactions sat idle {truth:.3} ms per request");
             assert!(!got.contains(&"idle-in-transaction".to_string()), "fired on the control {route}: {got:?}");
             continue;
         }
@@ -514,7 +539,18 @@ fn idle_in_transaction() {
         let f = p.ranking["costs"].as_array().unwrap().iter().find(|c| c["id"] == "idle-in-transaction").unwrap_or_else(|| panic!("{route}: idle-in-transaction did not fire: {got:?}"));
         let idle = f["counts_per_request"]["idle_in_transaction_us"].as_f64().expect("idle µs per request") / 1e3;
         println!("  {}\n  evidence: {}\n  gain: {}\n  {idle:.3} ms per request against pg_stat_database's {truth:.3}", f["title"].as_str().unwrap_or_default(), f["evidence"], f["gain"]);
-        assert!((idle - truth).abs() <= 0.10 * truth, "{idle:.3} ms idle in transaction per request against {truth:.3}");
+        // The agent times each gap at the app's socket (answer read to next message written);
+        // PostgreSQL from its own send of the answer to its read of the next message, so its
+        // figure also holds both deliveries of every message across the gap, each a part of a
+        // round trip the agent times. Hence: agent <= server <= agent + the endpoint's round-trip
+        // time. Measured: -6.0% and -6.6% on an idle machine, -19% (6.256 vs 7.728 ms) with
+        // other tests loading both CPUs.
+        let row = p.ranking["endpoints"].as_array().and_then(|e| e.iter().find(|e| e["endpoint"] == format!("GET {route}"))).unwrap_or_else(|| panic!("no endpoint row for {route}"));
+        let db = row["db_us_per_request"].as_f64().expect("db µs per request") / 1e3;
+        println!("  the endpoint's round trips: {db:.3} ms per request; bound [{idle:.3}, {:.3}] for pg_stat_database's {truth:.3}", idle + db);
+        assert!(idle <= 1.03 * truth, "{idle:.3} ms idle in transaction per request, above PostgreSQL's {truth:.3}");
+        assert!(truth <= idle + db, "PostgreSQL's {truth:.3} ms idle in transaction per request, beyond the agent's {idle:.3} plus the round trips' {db:.3}");
+        assert!(idle >= 0.5 * truth, "{idle:.3} ms idle in transaction per request, less than half PostgreSQL's {truth:.3}");
         case = Some((p.wrk.req_per_s, f["gain"]["gain_pct"].as_f64().unwrap_or(f64::NAN)));
         let endpoints = f["endpoints"].as_array().unwrap_or_else(|| panic!("idle-in-transaction names no endpoint: {f}"));
         assert_eq!(endpoints[0]["endpoint"], format!("GET {route}"), "{endpoints:?}");

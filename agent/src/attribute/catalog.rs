@@ -64,10 +64,15 @@
 //! [cost.transactions]                # database connections idle inside a transaction, from the wire (optional)
 //! min_idle_us_per_request = 2000.0   # fires when an endpoint's requests leave their transactions idle this long, µs each
 //! min_worker_idle_share = 0.25       # ... while the runtime's workers were parked at least this share of their time
+//!
+//! [cost.connections]                 # database connections set up, from the wire (optional)
+//! min_per_request = 0.5              # gates only when given: connection start-ups per HTTP request at least this
 //! ```
 //! A cost fires when its gating sections do (`on_cpu`, `off_cpu`, `statements` and `transactions` gate when
-//! present, `syscalls` when it has a `min_per_request`); with two gating sections firing its
-//! confidence is `high`.
+//! present, `syscalls` and `connections` when they have a `min_per_request`); with two gating
+//! sections firing its confidence is `high`. A `connections` section also makes the set-up time
+//! the wire measured (first start-up message to first ReadyForQuery, per request) a part of
+//! what removing the cost gives back in latency.
 //! The **caller** of a stack is its innermost user frame outside the standard library, libc and
 //! lock crates ([`super::layers::is_transparent`]): the code that asked for the work or the wait.
 //!
@@ -78,7 +83,8 @@
 //! successful call of NAME), `{statement}` (the statement shape that
 //! fired, as text) and `{executions}` (its executions per request), `{endpoint}` (the endpoint
 //! that fired), `{idle_ms}` (ms idle in transaction per request) and `{latency_share}` (that
-//! time's share of the endpoint's latency); an unknown figure reads `?`.
+//! time's share of the endpoint's latency), `{setups}` (database connections set up per
+//! request) and `{setup_ms}` (their mean set-up time, ms); an unknown figure reads `?`.
 //!
 //! A fingerprint that a predicate cannot say keeps a Rust detector: `detector = "NAME"` (one of
 //! [`super::costs::DETECTORS`]) with `why_code = "..."` saying why; its sections must be absent.
@@ -219,6 +225,15 @@ pub struct TransactionPredicate {
     pub min_worker_idle_share: f64,
 }
 
+/// The connection section of a [`CostRule`]: database connections set up while the service
+/// runs, from the wire capture (each PostgreSQL start-up seen, and its time from the client's
+/// first start-up message to the first ReadyForQuery, [`crate::wire::summary::PgSummary`]).
+#[derive(Debug, Clone, Default)]
+pub struct ConnectionPredicate {
+    /// Gates when given: connection start-ups per HTTP request at least this.
+    pub min_per_request: Option<f64>,
+}
+
 /// Default [`TransactionPredicate::min_worker_idle_share`].
 pub const DEFAULT_MIN_WORKER_IDLE_SHARE: f64 = 0.25;
 
@@ -249,6 +264,8 @@ pub struct CostRule {
     pub statements: Option<StatementPredicate>,
     /// Idle time inside transactions, from the wire.
     pub transactions: Option<TransactionPredicate>,
+    /// Database connections set up, from the wire.
+    pub connections: Option<ConnectionPredicate>,
     /// Where it was defined.
     pub origin: String,
 }
@@ -293,6 +310,8 @@ pub(super) struct CostToml {
     statements: Option<Spanned<StatementsToml>>,
     #[serde(default)]
     transactions: Option<Spanned<TransactionsToml>>,
+    #[serde(default)]
+    connections: Option<Spanned<ConnectionsToml>>,
 }
 
 impl CostToml {
@@ -346,6 +365,13 @@ struct SyscallsToml {
     min_per_request: Option<f64>,
     #[serde(default)]
     max_bytes_per_call: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConnectionsToml {
+    #[serde(default)]
+    min_per_request: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -458,19 +484,19 @@ pub(super) fn parse_cost(
         Some("all") => true,
         Some(other) => return Err(err(c.require.as_ref().map(|s| s.span()), format!("cost `{id}`: require must be any or all, not {other:?}"))),
     };
-    let has_sections = c.on_cpu.is_some() || c.off_cpu.is_some() || c.syscalls.is_some() || c.statements.is_some() || c.transactions.is_some();
+    let has_sections = c.on_cpu.is_some() || c.off_cpu.is_some() || c.syscalls.is_some() || c.statements.is_some() || c.transactions.is_some() || c.connections.is_some();
     if let Some(d) = &c.detector {
         if !detectors.contains(&d.get_ref().as_str()) {
             return Err(err(Some(d.span()), format!("cost `{id}`: unknown detector {:?} (known: {})", d.get_ref(), detectors.join(", "))));
         }
         if has_sections {
-            return Err(err(Some(d.span()), format!("cost `{id}`: a detector cost has no on_cpu/off_cpu/syscalls/statements/transactions section")));
+            return Err(err(Some(d.span()), format!("cost `{id}`: a detector cost has no on_cpu/off_cpu/syscalls/statements/transactions/connections section")));
         }
         if c.why_code.as_deref().is_none_or(|w| w.trim().is_empty()) {
             return Err(err(Some(d.span()), format!("cost `{id}`: a detector needs why_code (what a predicate cannot say)")));
         }
     } else if !has_sections {
-        return Err(err(Some(t.span()), format!("cost `{id}` has neither a detector nor an on_cpu, off_cpu, syscalls, statements or transactions section")));
+        return Err(err(Some(t.span()), format!("cost `{id}` has neither a detector nor an on_cpu, off_cpu, syscalls, statements, transactions or connections section")));
     }
     if let Some(t) = &c.title {
         if let Some(bad) = unknown_placeholder(t.get_ref()) {
@@ -563,6 +589,16 @@ pub(super) fn parse_cost(
             Some(TransactionPredicate { min_idle_us_per_request: o.min_idle_us_per_request, min_worker_idle_share: share })
         }
     };
+    let connections = match &c.connections {
+        None => None,
+        Some(s) => {
+            let min = s.get_ref().min_per_request;
+            if min.is_some_and(|m| !(m.is_finite() && m > 0.0)) {
+                return Err(err(Some(s.span()), format!("cost `{id}`: connections.min_per_request must be above 0")));
+            }
+            Some(ConnectionPredicate { min_per_request: min })
+        }
+    };
     Ok(CostRule {
         id,
         title,
@@ -576,13 +612,14 @@ pub(super) fn parse_cost(
         syscalls,
         statements,
         transactions,
+        connections,
         origin: origin.to_string(),
     })
 }
 
 /// The figures a title or advice may quote (`{syscalls.NAME}` besides).
 pub const FIGURES: &[&str] =
-    &["cpu_us", "share", "blocked_us", "waits", "mean_wait_us", "caller", "syscalls.NAME", "bytes_per_call.NAME", "statement", "executions", "endpoint", "idle_ms", "latency_share"];
+    &["cpu_us", "share", "blocked_us", "waits", "mean_wait_us", "caller", "syscalls.NAME", "bytes_per_call.NAME", "statement", "executions", "endpoint", "idle_ms", "latency_share", "setups", "setup_ms"];
 
 /// The first `{name}` of a template that is not one of [`FIGURES`].
 fn unknown_placeholder(template: &str) -> Option<String> {

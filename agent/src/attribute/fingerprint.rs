@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::catalog::{CostRule, OffCpuPredicate, OnCpuPredicate, StatementPredicate, TransactionPredicate};
+use super::catalog::{ConnectionPredicate, CostRule, OffCpuPredicate, OnCpuPredicate, StatementPredicate, TransactionPredicate};
 use super::costs::{Confidence, Ctx, Finding, FrameSamples};
 
 /// Role indices (into [`super::layers::Attribution::role_names`]) for role names; `None`
@@ -152,6 +152,7 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
     });
     let stmt = rule.statements.as_ref().map(|p| statements(ctx, p));
     let txn = rule.transactions.as_ref().map(|p| transactions(ctx, p));
+    let conns = rule.connections.as_ref().map(|p| connections(ctx, p));
     let mut gates: Vec<bool> = Vec::new();
     if let Some(o) = &on {
         gates.push(o.fires);
@@ -164,6 +165,11 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
     }
     if let Some(o) = &off {
         gates.push(o.fires);
+    }
+    if let (Some(p), Some(c)) = (&rule.connections, &conns) {
+        if p.min_per_request.is_some() {
+            gates.push(c.as_ref().is_some_and(|c| c.fires));
+        }
     }
     if let (Some(p), Some((_, _, fires))) = (&rule.syscalls, &sys) {
         if p.min_per_request.is_some() {
@@ -311,6 +317,33 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
         }
         ctx.set_db_payers(&mut f, super::costs::EndpointMeasure::IdleInTransaction, |c| c.idle_in_transaction_ns / 1_000);
     }
+    if let Some(Some(c)) = &conns {
+        figures.insert("setups".into(), num(c.per_request));
+        f.counts_per_request.insert("connection_setups".into(), c.per_request);
+        if let Some(mean) = c.mean_setup_us {
+            figures.insert("setup_ms".into(), num(mean / 1e3));
+            let per_request = mean * c.per_request;
+            f.counts_per_request.insert("connection_setup_us".into(), per_request);
+            // The set-up is a wait inside each request that opens a connection (the server's
+            // authentication and process start): removing the cost gives it back in latency.
+            // The client's own CPU of the set-up (its side of the authentication) runs inside
+            // that span and is counted as the finding's CPU, so only the rest is added.
+            let wait = (per_request - f.cpu_us_per_request.unwrap_or(0.0)).max(0.0);
+            f.db_latency_us_per_request = Some(f.db_latency_us_per_request.unwrap_or(0.0) + wait);
+        }
+        f.evidence.push(format!(
+            "wire: {} database connections set up over {} requests ({:.2} per request){}",
+            c.connections,
+            c.requests,
+            c.per_request,
+            c.mean_setup_us.map_or(String::new(), |m| format!(
+                ", {:.2} ms each from the first start-up message to the first ReadyForQuery ({} timed): {:.2} ms per request",
+                m / 1e3,
+                c.timed,
+                m * c.per_request / 1e3
+            ))
+        ));
+    }
     f.owner = callers.first().map(|c| c.frame.clone());
     if let Some(o) = &f.owner {
         figures.insert("caller".into(), format!("`{o}`"));
@@ -434,6 +467,41 @@ fn statements(ctx: &Ctx<'_>, p: &StatementPredicate) -> Option<StatementHit> {
         steady: ctx.profile.wire.as_ref().and_then(|x| x.steady.as_ref()).is_some(),
         mean_latency_us: best.latency_mean_ns as f64 / 1e3,
         latency_us_per_request: best.latency_total_ns as f64 / 1e3 / n,
+    })
+}
+
+/// What a [`ConnectionPredicate`] measured over the whole wire capture.
+struct ConnectionHit {
+    /// PostgreSQL start-ups seen.
+    connections: u64,
+    /// Of those, the ones whose set-up time is known.
+    timed: u64,
+    /// HTTP requests of the capture.
+    requests: u64,
+    /// `connections / requests`.
+    per_request: f64,
+    /// Mean set-up time of the timed connections, µs.
+    mean_setup_us: Option<f64>,
+    fires: bool,
+}
+
+/// Database connections set up per HTTP request over the whole wire capture (the steady
+/// window leaves start-ups out), and their mean set-up time. `None` without a wire capture,
+/// requests or a start-up.
+fn connections(ctx: &Ctx<'_>, p: &ConnectionPredicate) -> Option<ConnectionHit> {
+    let w = ctx.profile.wire.as_ref()?;
+    let requests = w.http.requests;
+    if requests == 0 || w.pg.connections == 0 {
+        return None;
+    }
+    let per_request = w.pg.connections as f64 / requests as f64;
+    Some(ConnectionHit {
+        connections: w.pg.connections,
+        timed: w.pg.connections_timed,
+        requests,
+        per_request,
+        mean_setup_us: (w.pg.connections_timed > 0).then(|| w.pg.connection_setup_total_ns as f64 / 1e3 / w.pg.connections_timed as f64),
+        fires: p.min_per_request.is_some_and(|m| per_request >= m),
     })
 }
 

@@ -128,6 +128,14 @@ fn absent_means_legacy() -> bool {
 pub struct PgSummary {
     /// Connections whose start-up was seen.
     pub connections: u64,
+    /// Of those, the connections whose start-up began in the capture (their set-up time is
+    /// known, [`crate::wire::pg::PgEvent::Connected`]).
+    #[serde(default)]
+    pub connections_timed: u64,
+    /// Sum of the set-up times of [`PgSummary::connections_timed`], ns: first start-up
+    /// message sent to the first ReadyForQuery read, as the client saw them.
+    #[serde(default)]
+    pub connection_setup_total_ns: u64,
     /// Round trips, answered or not.
     pub round_trips: u64,
     /// Round trips whose ReadyForQuery was decoded.
@@ -720,7 +728,13 @@ impl SummaryBuilder {
         }
         self.timeline.get_or_insert_with(Box::default).add_pg(e);
         match e {
-            PgEvent::Connected { .. } => self.pg.connections += 1,
+            PgEvent::Connected { setup_ns, .. } => {
+                self.pg.connections += 1;
+                if let Some(ns) = setup_ns {
+                    self.pg.connections_timed += 1;
+                    self.pg.connection_setup_total_ns += ns;
+                }
+            }
             PgEvent::Encrypted { .. } | PgEvent::Terminated { .. } => {}
             PgEvent::RoundTrip(rt) => {
                 let latency = rt.latency_ns();

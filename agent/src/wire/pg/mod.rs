@@ -225,6 +225,13 @@ pub enum PgEvent {
         socket: u64,
         /// When, ns.
         ts_ns: u64,
+        /// Its set-up time as the client saw it, ns: from the client's first start-up message
+        /// (SSLRequest, GSSENCRequest or StartupMessage) to this ReadyForQuery, which spans the
+        /// server's authentication exchange and, in PostgreSQL, the fork of a backend. The
+        /// TCP handshake before it is not on the wire. `None` when the start-up began before
+        /// the capture.
+        #[serde(default)]
+        setup_ns: Option<u64>,
     },
     /// The server accepted SSL/GSS encryption: the rest of the connection is not decodable.
     Encrypted {
@@ -320,6 +327,8 @@ struct Conn {
     txn: Option<Transaction>,
     /// The backend regained framing: the next ReadyForQuery realigns the pending queue.
     realign: bool,
+    /// When the client sent its first start-up message, ns, until the start-up completes.
+    startup_ns: Option<u64>,
 }
 
 impl Conn {
@@ -336,6 +345,7 @@ impl Conn {
             status: None,
             txn: None,
             realign: false,
+            startup_ns: None,
         }
     }
 }
@@ -427,11 +437,13 @@ impl PgDecoder {
         match message::frontend(f) {
             Frontend::Startup { .. } => {
                 conn.phase = Phase::Startup;
+                conn.startup_ns.get_or_insert(f.ts_first);
                 conn.statements.clear();
                 conn.portals.clear();
                 conn.status = None;
             }
             Frontend::SslRequest | Frontend::GssEncRequest => {
+                conn.startup_ns.get_or_insert(f.ts_first);
                 conn.back.expect_ssl_byte = true;
                 conn.front.expect_untyped = true;
             }
@@ -595,7 +607,8 @@ impl PgDecoder {
             if conn.phase == Phase::Startup {
                 conn.phase = Phase::Ready;
                 conn.status = Some(s);
-                out.push(PgEvent::Connected { socket: conn.socket, ts_ns: ts });
+                let setup_ns = conn.startup_ns.take().map(|t| ts.saturating_sub(t));
+                out.push(PgEvent::Connected { socket: conn.socket, ts_ns: ts, setup_ns });
             } else {
                 stats.unmatched_ready_for_query += 1;
                 conn.status = Some(s);
