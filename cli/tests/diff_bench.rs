@@ -5,9 +5,13 @@
 //! give "no change". Runs as root in CI (scripts/test builds the workspace first, so
 //! `target-app` sits beside `profiler`), about 2-3 minutes.
 //!
-//! Sizes: 3 measured runs of 5 s per side (the spread), one profiled run of 5 s at 4,999 Hz.
-//! The double parse costs about 1% of deals-create's CPU (2-3 µs of about 200 µs per request):
-//! at 99 Hz a profiled run holds 1-2 of its samples, at 4,999 Hz 40-45, enough to call it.
+//! Sizes: 3 measured runs of 8 s per side (the spread), one profiled run of 8 s at 4,999 Hz.
+//! The double parse costs about 1% of deals-create's CPU (1-2 µs of about 200 µs per request).
+//! A figure that vanishes is called when `(1 - NOISE_FLOOR) n > NOISE_Z sqrt(n)`, n > 36
+//! samples on the side that has it, at `1 / (0.5 + 3 / sqrt(n))` times its noise. A 5 s
+//! profiled run held 162 of its samples at 2,900 req/s (1.36 times its noise; 1.26 in a run
+//! beside a compile), and CI's machine served deals-create at 1,500-1,750 req/s, half the
+//! requests and the samples (about 1.2 times). 8 s gives 1.6 times the samples.
 //! `--noise-floor 35`: on this shared 2-CPU machine the speed of the whole machine drifts over
 //! tens of seconds, more than the spread of a bench's own runs. Two benches of the same code
 //! two apart (as `all-1` and `all-2` here) differed by up to 27% in req/s and 37% in app CPU per
@@ -28,7 +32,7 @@ const NAME: &str = "navree-h5-diff";
 
 fn bench(profiler: &str, costs: &str, out: &Path) {
     let status = Command::new(profiler)
-        .args(["bench", "--skip-build", "--only", "deals-create", "--runs", "3", "--duration", "5", "--warmup", "2", "--frequency", "4999"])
+        .args(["bench", "--skip-build", "--only", "deals-create", "--runs", "3", "--duration", "8", "--warmup", "2", "--frequency", "4999"])
         .args(["--costs", costs, "--name", NAME, "--out"])
         .arg(out)
         .status()
