@@ -444,10 +444,12 @@ fn connection_per_request() {
     let mut case: Option<(f64, f64)> = None;
     for (route, fires) in [("/case/connect-per-request", true), ("/control/pooled-connection", false)] {
         common::wrk(&app.url(route), 2, 8);
-        let (sessions_before, before, connect_before) = (sessions(&pg, "fc"), app.served(route), connect_stats());
+        let order_total = "%fc_order_items o JOIN fc_items%";
+        let (sessions_before, before, connect_before, calls_before) = (sessions(&pg, "fc"), app.served(route), connect_stats(), statement_calls(&pg, "fc", order_total));
         let p = profile(&app, route, PROFILE_SECS, &[]);
         let served = app.served(route) - before;
         let connect_after = connect_stats();
+        let calls = (statement_calls(&pg, "fc", order_total) - calls_before) as f64 / served as f64;
         // The server counts a session when its backend reports its statistics, at the latest
         // when it exits: the last connections of the load closed with it.
         std::thread::sleep(Duration::from_millis(1500));
@@ -476,6 +478,16 @@ fn connection_per_request() {
         println!("  set-up {wire_ms:.3} ms per connection on the wire against {app_ms:.3} ms by the app's clock; gain {}", f["gain"]);
         assert!(wire_ms <= app_ms && wire_ms >= 0.8 * app_ms, "set-up {wire_ms:.3} ms per connection on the wire against {app_ms:.3} ms by the app's clock");
         case = Some((p.wrk.req_per_s, f["gain"]["gain_pct"].as_f64().unwrap_or(f64::NAN)));
+        // The statement each request runs on its own connection, which it closes before the
+        // response, is joined to the endpoint: executions per request against
+        // pg_stat_statements' calls per request served.
+        let join = &p.ranking["endpoint_join"];
+        let id = join["endpoints"].as_array().and_then(|e| e.iter().position(|x| x == &format!("GET {route}").as_str())).expect("the endpoint in the join");
+        let db = join["db"].as_array().and_then(|d| d.iter().find(|d| d["endpoint"] == id)).unwrap_or_else(|| panic!("no database work joined to {route}: {join}"));
+        let executions: f64 = db["statements"].as_array().map_or(0.0, |s| s.iter().filter_map(|x| x["executions"].as_f64()).sum());
+        let requests = p.ranking["endpoints"].as_array().and_then(|e| e.iter().find(|e| e["endpoint"] == format!("GET {route}"))).and_then(|e| e["requests"].as_f64()).expect("the endpoint's requests");
+        println!("  statement executions joined to the endpoint: {:.3} per request against pg_stat_statements' {calls:.3}", executions / requests);
+        assert!((executions / requests - calls).abs() <= 0.05 * calls, "{:.3} executions per request joined to {route} against {calls:.3}", executions / requests);
         let endpoints = f["endpoints"].as_array().unwrap_or_else(|| panic!("connection-per-request names no endpoint: {f}"));
         assert_eq!(endpoints[0]["endpoint"], format!("GET {route}"), "{endpoints:?}");
     }

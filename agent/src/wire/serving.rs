@@ -143,6 +143,11 @@ enum Last {
     Other,
 }
 
+/// PostgreSQL's Terminate message alone in a send: `X`, length 4.
+fn is_terminate(chunk: &Chunk) -> bool {
+    chunk.total_len == 5 && chunk.head.as_slice() == [b'X', 0, 0, 0, 4]
+}
+
 /// A PostgreSQL connection's state.
 #[derive(Debug, Default)]
 struct PgConn {
@@ -274,6 +279,10 @@ impl ServingTimeline {
                 self.last.insert(tid, Last::Other);
                 endpoint
             }
+            // A Terminate (the client closing its connection, e.g. one opened for this
+            // request) begins no round trip and leaves the thread as it was: the answer read
+            // before it may still be followed by its request's response.
+            Protocol::Postgres if chunk.direction == Direction::Tx && is_terminate(chunk) => return,
             Protocol::Postgres => {
                 let conn = Self::conn(&mut self.pg, &mut self.connections, chunk.socket);
                 let node = match conn.open {
@@ -751,6 +760,29 @@ mod tests {
         assert_eq!(s.db.len(), 1);
         assert_eq!(s.db[0].counts.idle_in_transaction_ns, 5 + 1855 + 5);
         assert_eq!(s.db_unattributed.idle_in_transaction_ns, 0);
+    }
+
+    /// A connection opened for one request and closed before its response: the start-up's
+    /// chunks, the query, then the Terminate. The query joins the request by its answer and
+    /// the response after the Terminate, which is no round trip.
+    #[test]
+    fn a_connection_closed_before_the_response_is_joined_to_its_request() {
+        let mut t = ServingTimeline::default();
+        t.observe(&chunk(100, 7, 1, Protocol::Http, Direction::Rx), Some(("GET", "/orders/1")));
+        for (ts, direction) in [(110, Direction::Tx), (120, Direction::Rx), (130, Direction::Tx), (140, Direction::Rx)] {
+            t.observe(&chunk(ts, 7, 61, Protocol::Postgres, direction), None);
+        }
+        t.observe(&chunk(150, 7, 61, Protocol::Postgres, Direction::Tx), None);
+        t.observe(&chunk(160, 7, 61, Protocol::Postgres, Direction::Rx), None);
+        t.round_trip(&rt(61, 150, &["SELECT ?"]));
+        let terminate = Chunk { total_len: 5, head: vec![b'X', 0, 0, 0, 4], ..chunk(170, 7, 61, Protocol::Postgres, Direction::Tx) };
+        t.observe(&terminate, None);
+        t.observe(&chunk(180, 7, 1, Protocol::Http, Direction::Tx), None);
+        let s = t.finish();
+        assert_eq!(s.db.len(), 1);
+        assert_eq!(s.db[0].counts, DbCounts { round_trips: 1, answered: 1, latency_total_ns: 15, pings: 0, statements: vec![stmt("SELECT ?", 1)], estimated_round_trips: 0, idle_in_transaction_ns: 0 });
+        assert_eq!(s.db_unattributed, DbCounts::default());
+        assert_eq!(s.at(7, 175), Served::Endpoint(0));
     }
 
     fn stmt(text: &str, executions: u64) -> EndpointStatement {
