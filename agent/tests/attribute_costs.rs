@@ -525,3 +525,36 @@ fn connection_per_request_counts_the_wire_set_up_time() {
     let opts = RankingOptions { rules: &rules, wire: p.wire.as_ref(), base_req_per_s: Some(100.0), label: "t" };
     assert!(rank(&p, Some(100), latency, &opts).costs.iter().all(|c| c.finding.id != "connection-per-request"));
 }
+
+/// `unexplained-wait` on the hand-made endpoint `GET /t` (10 ms latency, 0.1 ms on-CPU, 0.2 ms
+/// of round trips): 9.7 ms per request, 97% of the latency, with the worker parked 90% of the
+/// run. Silent when the worker was parked 10% (a queue for a worker), when the latency is
+/// 1 ms (0.7 ms of rest, under the 1 ms floor), and when the requests' own connection set-ups
+/// take 9 ms of it (0.7 ms left).
+#[test]
+fn unexplained_wait_when_the_rest_dominates_an_endpoint() {
+    let rules = RuleSet::builtin();
+    let waits = |p: &Profile| {
+        let opts = RankingOptions { rules: &rules, wire: p.wire.as_ref(), base_req_per_s: Some(100.0), label: "t" };
+        rank(p, Some(100), Bound::Unknown, &opts).generic.into_iter().filter(|f| f.id == "unexplained-wait").collect::<Vec<_>>()
+    };
+    let p = transaction_profile(0, 900_000_000);
+    let w = waits(&p);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(close(w[0].counts_per_request["rest_us"], 9700.0), "{:?}", w[0].counts_per_request);
+    assert!(w[0].title.starts_with("`GET /t` waits 9.7 ms per request off the CPU and outside the database (97% of its 10.0 ms latency)"), "{}", w[0].title);
+    assert_eq!(w[0].endpoints.first().map(|e| e.endpoint.as_str()), Some("GET /t"));
+    assert!(waits(&transaction_profile(0, 100_000_000)).is_empty(), "fired with the worker parked 10% of the time");
+    let mut fast = transaction_profile(0, 900_000_000);
+    if let Some(w) = fast.wire.as_mut() {
+        w.http.endpoints[0].latency_total_ns = 100 * 1_000_000;
+        w.http.endpoints[0].latency_mean_ns = 1_000_000;
+    }
+    assert!(waits(&fast).is_empty(), "fired on 0.7 ms of rest");
+    let mut connecting = transaction_profile(0, 900_000_000);
+    if let Some(j) = connecting.endpoints.as_mut() {
+        j.db[0].counts.connection_setups = 100;
+        j.db[0].counts.connection_setup_ns = 100 * 9_000_000;
+    }
+    assert!(waits(&connecting).is_empty(), "fired on a rest that is the requests' connection set-ups");
+}

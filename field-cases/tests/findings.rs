@@ -141,6 +141,11 @@ fn expected() -> Expected {
     toml::from_str(&std::fs::read_to_string(&path).expect("expected.toml")).expect("expected.toml parses")
 }
 
+/// The generic finding `id` of a ranking, if it is there.
+fn generic<'a>(ranking: &'a serde_json::Value, id: &str) -> Option<&'a serde_json::Value> {
+    ranking["generic"].as_array()?.iter().find(|g| g["id"] == id)
+}
+
 fn ids(ranking: &serde_json::Value) -> Vec<String> {
     ranking["costs"].as_array().map(|a| a.iter().filter_map(|c| c["id"].as_str().map(str::to_string)).collect()).unwrap_or_default()
 }
@@ -477,6 +482,13 @@ fn connection_per_request() {
         let app_ms = (connect_after.1 - connect_before.1) as f64 / 1e6 / (connect_after.0 - connect_before.0) as f64;
         println!("  set-up {wire_ms:.3} ms per connection on the wire against {app_ms:.3} ms by the app's clock; gain {}", f["gain"]);
         assert!(wire_ms <= app_ms && wire_ms >= 0.8 * app_ms, "set-up {wire_ms:.3} ms per connection on the wire against {app_ms:.3} ms by the app's clock");
+        // The endpoint's breakdown holds the set-up (joined with each connection's first
+        // round trip), not its rest.
+        let row = p.ranking["endpoints"].as_array().and_then(|e| e.iter().find(|e| e["endpoint"] == format!("GET {route}"))).expect("the endpoint's row");
+        let connect_ms = row["connect_us_per_request"].as_f64().expect("connect µs per request") / 1e3;
+        println!("  endpoint: connect {connect_ms:.3} ms, rest {:.3} ms per request", row["rest_us_per_request"].as_f64().unwrap_or(f64::NAN) / 1e3);
+        assert!(connect_ms <= app_ms * truth && connect_ms >= 0.8 * app_ms * truth, "{connect_ms:.3} ms of set-up per request in the endpoint's row against {app_ms:.3} ms per connection");
+        assert!(generic(&p.ranking, "unexplained-wait").is_none(), "unexplained-wait on {route}: {}", p.ranking["generic"]);
         case = Some((p.wrk.req_per_s, f["gain"]["gain_pct"].as_f64().unwrap_or(f64::NAN)));
         // The statement each request runs on its own connection, which it closes before the
         // response, is joined to the endpoint: executions per request against
@@ -545,6 +557,12 @@ fn idle_in_transaction() {
             // loading both CPUs.
             assert!(truth < 0.4 * wait_ms, "the control's transactions sat idle {truth:.3} ms per request");
             assert!(!got.contains(&"idle-in-transaction".to_string()), "fired on the control {route}: {got:?}");
+            // The timer each request awaits is neither CPU nor a round trip: the endpoint's
+            // rest holds it, and `unexplained-wait` says so.
+            let w = generic(&p.ranking, "unexplained-wait").unwrap_or_else(|| panic!("no unexplained-wait on {route}: {}", p.ranking["generic"]));
+            let rest = w["counts_per_request"]["rest_us"].as_f64().expect("rest µs") / 1e3;
+            println!("  {}", w["title"]);
+            assert!(rest >= 0.9 * wait_ms, "{rest:.3} ms of rest per request, less than the {wait_ms} ms timer");
             continue;
         }
         assert!(truth >= 0.9 * wait_ms, "the case's transactions sat idle only {truth:.3} ms per request, less than its {wait_ms} ms wait");

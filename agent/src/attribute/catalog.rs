@@ -110,6 +110,10 @@ pub const HEAP_GROWTH: &str = "heap-growth";
 /// share of the samples, and a warning when they are on the stacks but the wire decoded no
 /// PostgreSQL traffic.
 pub const DB_DRIVER: &str = "db-driver";
+/// The frame set of the places a task awaits something other than a socket or a CPU (a
+/// timer, a pool's acquire, a semaphore or an async lock, a channel, an upstream HTTP call):
+/// named in the evidence of an endpoint whose latency is mostly such waits.
+pub const ASYNC_WAIT: &str = "async-wait";
 
 /// A named set of frame regexes (`[[frame_set]]`).
 #[derive(Debug, Clone)]

@@ -32,8 +32,12 @@ pub struct EndpointBreakdown {
     pub db_round_trips_split_share: f64,
     /// Their time, µs per request (answered round trips' latency).
     pub db_us_per_request: f64,
-    /// `latency_us - cpu - db`, µs per request, at least 0: waits the agent does not name
-    /// (tasks parked on a pool's acquire, a lock, a timer; queueing for a worker; off-CPU
+    /// PostgreSQL connections set up for its requests, each from the first start-up message
+    /// to the first ReadyForQuery, µs per request (a connection opened per request).
+    #[serde(default)]
+    pub connect_us_per_request: f64,
+    /// `latency_us - cpu - db - connect`, µs per request, at least 0: waits the agent does not
+    /// name (tasks parked on a pool's acquire, a lock, a timer; queueing for a worker; off-CPU
     /// time). `None` without a latency or a CPU figure.
     pub rest_us_per_request: Option<f64>,
 }
@@ -56,6 +60,7 @@ pub fn breakdown(profile: &Profile, attr: &Attribution, wire: Option<&WireSummar
             let db = id.and_then(|i| join.db.iter().find(|d| d.endpoint as usize == i)).map(|d| &d.counts).cloned().unwrap_or_default();
             let latency = e.statuses.values().sum::<u64>().gt(&0).then(|| e.latency_mean_ns as f64 / 1e3);
             let db_us = db.latency_total_ns as f64 / 1e3 / n;
+            let connect_us = db.connection_setup_ns as f64 / 1e3 / n;
             EndpointBreakdown {
                 endpoint: e.endpoint.clone(),
                 requests: e.requests,
@@ -64,7 +69,8 @@ pub fn breakdown(profile: &Profile, attr: &Attribution, wire: Option<&WireSummar
                 db_round_trips_per_request: db.round_trips as f64 / n,
                 db_round_trips_split_share: db.estimated_round_trips as f64 / db.round_trips.max(1) as f64,
                 db_us_per_request: db_us,
-                rest_us_per_request: latency.zip(cpu).map(|(l, c)| (l - c - db_us).max(0.0)),
+                connect_us_per_request: connect_us,
+                rest_us_per_request: latency.zip(cpu).map(|(l, c)| (l - c - db_us - connect_us).max(0.0)),
             }
         })
         .collect();

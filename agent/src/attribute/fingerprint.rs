@@ -557,7 +557,7 @@ fn transactions(ctx: &Ctx<'_>, p: &TransactionPredicate) -> Option<TransactionHi
 /// stack has a `runtime-park` frame, over the run's length times the workers seen (threads of
 /// the `runtime worker` role). `None` without the frame set or without an off-CPU wait of a
 /// worker.
-fn worker_idle_share(ctx: &Ctx<'_>) -> Option<f64> {
+pub(super) fn worker_idle_share(ctx: &Ctx<'_>) -> Option<f64> {
     let park = ctx.rules.frame_set(super::catalog::RUNTIME_PARK)?;
     let worker = ctx.attr.role_names.iter().position(|n| n == WORKER_ROLE)?;
     let workers = ctx.attr.thread_roles.values().filter(|&&r| r == worker).count();

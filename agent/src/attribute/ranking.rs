@@ -525,6 +525,7 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
     if let Some(f) = driver_without_wire(&ctx, driver_samples, opts.wire) {
         generic.insert(0, f);
     }
+    generic.extend(unexplained_waits(&ctx, &attr));
     let mut syscalls: Vec<(String, f64)> = match requests {
         Some(r) => {
             let scale = profile.meta.syscall_scale();
@@ -856,6 +857,105 @@ fn driver_without_wire(ctx: &costs::Ctx<'_>, driver_samples: u64, wire: Option<&
     f.advice = "the wire capture decodes PostgreSQL over TCP without TLS, recognised on any port by its first bytes or by --db-port; a connection over TLS (sslmode=require), a Unix socket, or opened and idle for the whole run is not seen".into();
     f.evidence.push(format!("{driver_samples} samples with a frame of the `{}` frame set; 0 PostgreSQL round trips decoded", super::catalog::DB_DRIVER));
     Some(f)
+}
+
+/// Least share (0..1) of an endpoint's wire latency that its unexplained rest (neither on a
+/// CPU nor in a database round trip, [`super::endpoints::EndpointBreakdown::rest_us_per_request`])
+/// must hold for `unexplained-wait`: 0.5, the rest dominates.
+pub const UNEXPLAINED_WAIT_SHARE: f64 = 0.5;
+
+/// ... and its least length, µs per request: 1,000 (a millisecond per request is beyond the
+/// wire's own timing and a task's wake-up on an idle worker).
+pub const UNEXPLAINED_WAIT_MIN_US: f64 = 1000.0;
+
+/// Endpoints `unexplained-wait` lists at most, longest rest first.
+pub const UNEXPLAINED_WAIT_ENDPOINTS: usize = 3;
+
+/// `unexplained-wait`, per endpoint (at most [`UNEXPLAINED_WAIT_ENDPOINTS`]): most of its
+/// latency is neither CPU nor database round trips while the runtime's workers were idle (parked
+/// at least [`super::catalog::DEFAULT_MIN_WORKER_IDLE_SHARE`] of their time, so not a queue for
+/// a worker): its tasks waited on something the agent does not time (a pool, a timer, a lock
+/// or semaphore, a channel, another service). The evidence names the endpoint's samples in the
+/// catalog's `async-wait` frames (where a future is polled before it waits). No gain: the
+/// wait's cause is unknown. Empty without an endpoint join, a wire latency, or off-CPU waits of
+/// a runtime worker.
+fn unexplained_waits(ctx: &costs::Ctx<'_>, attr: &Attribution) -> Vec<Finding> {
+    let (Some(join), Some(wire)) = (&ctx.profile.endpoints, ctx.profile.wire.as_ref()) else { return Vec::new() };
+    let Some(idle) = super::fingerprint::worker_idle_share(ctx) else { return Vec::new() };
+    if idle < super::catalog::DEFAULT_MIN_WORKER_IDLE_SHARE {
+        return Vec::new();
+    }
+    let mut rows: Vec<(super::endpoints::EndpointBreakdown, f64)> = super::endpoints::breakdown(ctx.profile, attr, Some(wire))
+        .into_iter()
+        .filter(|r| r.requests >= super::fingerprint::MIN_ENDPOINT_REQUESTS)
+        .filter_map(|r| {
+            let (l, rest) = (r.latency_us?, r.rest_us_per_request?);
+            (l > 0.0 && rest >= UNEXPLAINED_WAIT_MIN_US && rest >= UNEXPLAINED_WAIT_SHARE * l).then_some((r, rest))
+        })
+        .collect();
+    rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+    rows.truncate(UNEXPLAINED_WAIT_ENDPOINTS);
+    let waits = ctx.rules.frame_set(super::catalog::ASYNC_WAIT);
+    rows.into_iter()
+        .map(|(r, rest)| {
+            let l = r.latency_us.unwrap_or(0.0);
+            // The endpoint's samples by the innermost `async-wait` frame on their stack.
+            let id = join.endpoints.iter().position(|e| *e == r.endpoint).map(|i| i as u32);
+            let mut by_frame: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
+            let mut samples = 0;
+            for (si, list) in attr.stack_endpoints.iter().enumerate() {
+                let n: u64 = list.iter().filter(|(_, e, _)| e.is_some() && *e == id).map(|x| x.2).sum();
+                if n == 0 || attr.stack_profiler.get(si).copied().unwrap_or(false) {
+                    continue;
+                }
+                samples += n;
+                if let Some(set) = waits {
+                    if let Some(&f) = ctx.profile.stacks[si].frames.iter().find(|&&f| set.matches(ctx.path(f))) {
+                        *by_frame.entry(ctx.path(f)).or_default() += n;
+                    }
+                }
+            }
+            let mut frames: Vec<costs::FrameSamples> = by_frame.into_iter().map(|(f, n)| costs::FrameSamples { frame: f.chars().take(200).collect(), samples: n }).collect();
+            frames.sort_by(|a, b| b.samples.cmp(&a.samples).then_with(|| a.frame.cmp(&b.frame)));
+            frames.truncate(5);
+            let mut f = generic(
+                attr,
+                "unexplained-wait",
+                format!(
+                    "`{}` waits {:.1} ms per request off the CPU and outside the database ({:.0}% of its {:.1} ms latency): its tasks wait on something the agent does not time",
+                    r.endpoint,
+                    rest / 1e3,
+                    100.0 * rest / l,
+                    l / 1e3
+                ),
+                samples,
+                Vec::new(),
+            );
+            f.confidence = Confidence::Medium;
+            f.evidence.push(format!(
+                "wire: {} requests, mean latency {:.2} ms = on-CPU {:.2} ms + database round trips {:.2} ms ({:.2} per request) + the rest {:.2} ms",
+                r.requests,
+                l / 1e3,
+                r.cpu_us_per_request.unwrap_or(0.0) / 1e3,
+                r.db_us_per_request / 1e3,
+                r.db_round_trips_per_request,
+                rest / 1e3
+            ));
+            f.evidence.push(format!("the runtime's workers were parked (idle) {:.0}% of their time: the rest is not a queue for a worker", 100.0 * idle));
+            if frames.is_empty() {
+                f.evidence.push(format!("none of the endpoint's {samples} samples is in a frame of the `{}` set (a timer, a pool's acquire, a semaphore, a channel, an HTTP client)", super::catalog::ASYNC_WAIT));
+            } else {
+                let list: Vec<String> = frames.iter().map(|x| format!("`{}` ({} samples)", x.frame, x.samples)).collect();
+                f.evidence.push(format!("where its tasks await (samples of the endpoint in `{}` frames): {}", super::catalog::ASYNC_WAIT, list.join(", ")));
+            }
+            f.advice = "find what the handler awaits between its socket calls: a pool's acquire while other requests hold connections (across a sleep, an upstream call or a long transaction), a timer, an async lock or semaphore, a channel, or a call to another service the wire capture does not decode".into();
+            f.counts_per_request.insert("rest_us".into(), rest);
+            f.counts_per_request.insert("latency_us".into(), l);
+            f.frames = frames;
+            f.endpoints = vec![costs::EndpointShare { endpoint: r.endpoint.clone(), count: samples, share: 1.0, per_request: None }];
+            f
+        })
+        .collect()
 }
 
 fn generic_findings(profile: &Profile, attr: &Attribution) -> Vec<Finding> {

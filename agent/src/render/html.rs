@@ -291,7 +291,7 @@ fn endpoints_section(h: &mut String, runs: &[RunView]) {
             let split: &[crate::attribute::endpoints::EndpointBreakdown] = run.ranking.as_ref().map_or(&[], |r| r.endpoints.as_slice());
             h.push_str(r#"<table class="endpoints"><thead><tr><th>endpoint</th><th>requests</th><th>statuses</th><th>mean latency ms</th>"#);
             if !split.is_empty() {
-                h.push_str(r#"<th>on-CPU ms/req</th><th>DB round trips/req</th><th>DB ms/req</th><th>rest ms/req</th>"#);
+                h.push_str(r#"<th>on-CPU ms/req</th><th>DB round trips/req</th><th>DB ms/req</th><th>DB connect ms/req</th><th>rest ms/req</th>"#);
             }
             h.push_str("</tr></thead><tbody>");
             for e in w.http.endpoints.iter().take(20) {
@@ -309,15 +309,16 @@ fn endpoints_section(h: &mut String, runs: &[RunView]) {
                         Some(b) => {
                             let _ = write!(
                                 h,
-                                "<td>{}</td><td>{:.2}{}</td><td>{:.2}</td><td>{}</td>",
+                                "<td>{}</td><td>{:.2}{}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td>",
                                 opt(b.cpu_us_per_request.map(|u| u / 1e3), 2),
                                 b.db_round_trips_per_request,
                                 if b.db_round_trips_split_share > 0.0 { format!(" ({:.0}% split)", 100.0 * b.db_round_trips_split_share) } else { String::new() },
                                 b.db_us_per_request / 1e3,
+                                b.connect_us_per_request / 1e3,
                                 opt(b.rest_us_per_request.map(|u| u / 1e3), 2)
                             );
                         }
-                        None => h.push_str("<td>–</td><td>–</td><td>–</td><td>–</td>"),
+                        None => h.push_str("<td>–</td><td>–</td><td>–</td><td>–</td><td>–</td>"),
                     }
                 }
                 h.push_str("</tr>");

@@ -236,14 +236,14 @@ pub fn markdown(r: &Ranking) -> String {
     }
     if !r.endpoints.is_empty() {
         let _ = writeln!(s, "\n## Endpoints: where a request's time goes\n");
-        let _ = writeln!(s, "Latency from the wire (request line read to status line written), split into the on-CPU time of the threads serving the endpoint, its PostgreSQL round trips, and the rest: waits the agent does not name (a pool's acquire, a lock, a timer, queueing for a worker, off-CPU time).\n");
+        let _ = writeln!(s, "Latency from the wire (request line read to status line written), split into the on-CPU time of the threads serving the endpoint, its PostgreSQL round trips, the set-up of PostgreSQL connections opened for its requests, and the rest: waits the agent does not name (a pool's acquire, a lock, a timer, queueing for a worker, off-CPU time).\n");
         let _ = writeln!(s, "DB round trips are joined to a request by the order of the calls where a task cannot have waited between them; the others are split among the endpoints as the joined ones of the same statement (the \"split\" column).\n");
-        let _ = writeln!(s, "| endpoint | requests | latency µs | on-CPU µs/req | DB round trips/req | split | DB µs/req | rest µs/req |");
-        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(s, "| endpoint | requests | latency µs | on-CPU µs/req | DB round trips/req | split | DB µs/req | DB connect µs/req | rest µs/req |");
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
         for e in &r.endpoints {
             let _ = writeln!(
                 s,
-                "| `{}` | {} | {} | {} | {:.2} | {:.0}% | {:.1} | {} |",
+                "| `{}` | {} | {} | {} | {:.2} | {:.0}% | {:.1} | {:.1} | {} |",
                 e.endpoint,
                 e.requests,
                 opt(e.latency_us, 1),
@@ -251,6 +251,7 @@ pub fn markdown(r: &Ranking) -> String {
                 e.db_round_trips_per_request,
                 100.0 * e.db_round_trips_split_share,
                 e.db_us_per_request,
+                e.connect_us_per_request,
                 opt(e.rest_us_per_request, 1)
             );
         }

@@ -321,6 +321,9 @@ impl WireDecoder {
                 }
                 self.serving.round_trip(rt);
             }
+            if let pg::PgEvent::Connected { socket, setup_ns: Some(ns), .. } = &e {
+                self.serving.connected(*socket, *ns);
+            }
             self.summary.add_pg(&e);
             if self.options.keep_events {
                 self.events.push(WireEvent::Postgres(e));

@@ -75,6 +75,8 @@ struct DbAcc {
     /// Of `round_trips`, those split to it from the round trips joined to no request.
     estimated_round_trips: u64,
     idle_in_transaction_ns: u64,
+    connection_setups: u64,
+    connection_setup_ns: u64,
 }
 
 impl DbAcc {
@@ -105,6 +107,8 @@ impl DbAcc {
             statements,
             estimated_round_trips: self.estimated_round_trips,
             idle_in_transaction_ns: self.idle_in_transaction_ns,
+            connection_setups: self.connection_setups,
+            connection_setup_ns: self.connection_setup_ns,
         }
     }
 }
@@ -160,6 +164,8 @@ struct PgConn {
     /// When the answer of its last round trip left it inside a transaction (ReadyForQuery `T`
     /// or `E`), ns; `None` outside one, or when that answer was not decoded.
     in_transaction_since: Option<u64>,
+    /// Its start-up's time, ns, until its first round trip takes it.
+    setup_ns: Option<u64>,
 }
 
 /// Union-find over requests and round trips (see the module doc).
@@ -232,6 +238,9 @@ pub struct ServingTimeline {
     full_at: Option<u64>,
     join: Join,
     round_trips: Vec<RtRec>,
+    /// Connection set-ups, each with the index in `round_trips` of its connection's first
+    /// round trip (whose node holds the start-up's chunks), and its time, ns.
+    setups: Vec<(u32, u64)>,
     shape_list: Vec<u32>,
     /// Round trips past [`MAX_ROUND_TRIPS`] or [`MAX_NODES`]: counted for no request.
     overflow: DbAcc,
@@ -323,12 +332,20 @@ impl ServingTimeline {
         c
     }
 
+    /// A PostgreSQL connection completed its start-up in `setup_ns`
+    /// ([`super::pg::PgEvent::Connected`]): the time counts for the request of its first round
+    /// trip, whose node holds the start-up's chunks.
+    pub fn connected(&mut self, socket: u64, setup_ns: u64) {
+        Self::conn(&mut self.pg, &mut self.connections, socket).setup_ns = Some(setup_ns);
+    }
+
     /// A PostgreSQL round trip decoded on its socket (while the chunk that ended it was
     /// decoded, or at a close): recorded for the join; a thread that read its answer's end
     /// may go on with the same request.
     pub fn round_trip(&mut self, rt: &RoundTrip) {
         let conn = Self::conn(&mut self.pg, &mut self.connections, rt.socket);
         let index = conn.index;
+        let setup_ns = conn.setup_ns.take();
         let idle_in_transaction_ns = conn.in_transaction_since.take().map_or(0, |t| rt.start_ns.saturating_sub(t));
         if matches!(rt.status, Some(TransactionStatus::InTransaction | TransactionStatus::Failed)) {
             conn.in_transaction_since = rt.end_ns;
@@ -366,9 +383,16 @@ impl ServingTimeline {
             idle_in_transaction_ns,
         };
         if node.is_some() && self.round_trips.len() < MAX_ROUND_TRIPS {
+            if let Some(ns) = setup_ns {
+                self.setups.push((self.round_trips.len() as u32, ns));
+            }
             self.round_trips.push(rec);
         } else {
             self.overflow.add(&rec, &self.shape_list);
+            if let Some(ns) = setup_ns {
+                self.overflow.connection_setups += 1;
+                self.overflow.connection_setup_ns += ns;
+            }
             self.shape_list.truncate(start);
         }
         if let (Some((tid, socket)), Some(n), true) = (self.receiving, node, latency.is_some()) {
@@ -478,6 +502,14 @@ impl ServingTimeline {
                     acc.estimated_round_trips += u64::from(estimated[i]);
                 }
             }
+        }
+        for &(i, ns) in &self.setups {
+            let acc = match endpoint_of[i as usize] {
+                NO_REQUEST => &mut rest,
+                e => by.entry(e).or_default(),
+            };
+            acc.connection_setups += 1;
+            acc.connection_setup_ns += ns;
         }
         let mut db: Vec<EndpointDb> = by.into_iter().map(|(endpoint, acc)| EndpointDb { endpoint, counts: acc.counts(&self.shapes) }).collect();
         db.sort_by_key(|d| d.endpoint);
@@ -610,6 +642,13 @@ pub struct DbCounts {
     /// transaction`), summed, ns. Each gap counts for the round trip that ends it.
     #[serde(default)]
     pub idle_in_transaction_ns: u64,
+    /// Connections set up for these requests (PostgreSQL start-ups, each counted with its
+    /// connection's first round trip).
+    #[serde(default)]
+    pub connection_setups: u64,
+    /// Their set-up time, ns ([`super::pg::PgEvent::Connected::setup_ns`]), summed.
+    #[serde(default)]
+    pub connection_setup_ns: u64,
 }
 
 /// One statement shape's executions in a [`DbCounts`].
@@ -764,7 +803,8 @@ mod tests {
 
     /// A connection opened for one request and closed before its response: the start-up's
     /// chunks, the query, then the Terminate. The query joins the request by its answer and
-    /// the response after the Terminate, which is no round trip.
+    /// the response after the Terminate, which is no round trip; the start-up's 30 ns go with
+    /// the query.
     #[test]
     fn a_connection_closed_before_the_response_is_joined_to_its_request() {
         let mut t = ServingTimeline::default();
@@ -772,6 +812,7 @@ mod tests {
         for (ts, direction) in [(110, Direction::Tx), (120, Direction::Rx), (130, Direction::Tx), (140, Direction::Rx)] {
             t.observe(&chunk(ts, 7, 61, Protocol::Postgres, direction), None);
         }
+        t.connected(61, 30);
         t.observe(&chunk(150, 7, 61, Protocol::Postgres, Direction::Tx), None);
         t.observe(&chunk(160, 7, 61, Protocol::Postgres, Direction::Rx), None);
         t.round_trip(&rt(61, 150, &["SELECT ?"]));
@@ -780,7 +821,8 @@ mod tests {
         t.observe(&chunk(180, 7, 1, Protocol::Http, Direction::Tx), None);
         let s = t.finish();
         assert_eq!(s.db.len(), 1);
-        assert_eq!(s.db[0].counts, DbCounts { round_trips: 1, answered: 1, latency_total_ns: 15, pings: 0, statements: vec![stmt("SELECT ?", 1)], estimated_round_trips: 0, idle_in_transaction_ns: 0 });
+        let want = DbCounts { round_trips: 1, answered: 1, latency_total_ns: 15, statements: vec![stmt("SELECT ?", 1)], connection_setups: 1, connection_setup_ns: 30, ..DbCounts::default() };
+        assert_eq!(s.db[0].counts, want);
         assert_eq!(s.db_unattributed, DbCounts::default());
         assert_eq!(s.at(7, 175), Served::Endpoint(0));
     }
@@ -806,7 +848,7 @@ mod tests {
         let s = t.finish();
         assert_eq!(s.db.len(), 1);
         assert_eq!(s.db[0].endpoint, 0);
-        assert_eq!(s.db[0].counts, DbCounts { round_trips: 2, answered: 2, latency_total_ns: 30, pings: 1, statements: vec![stmt("SELECT ?", 1)], estimated_round_trips: 1, idle_in_transaction_ns: 0 });
+        assert_eq!(s.db[0].counts, DbCounts { round_trips: 2, answered: 2, latency_total_ns: 30, pings: 1, statements: vec![stmt("SELECT ?", 1)], estimated_round_trips: 1, ..DbCounts::default() });
         assert_eq!(s.db_unattributed, DbCounts::default());
         assert_eq!(s.at(1, 30), Served::Endpoint(0));
         assert_eq!(s.at(8, 129), Served::Nothing);
