@@ -167,6 +167,8 @@ fn a_target_that_exits_mid_run_keeps_its_names() {
     assert!(!stderr.contains("cannot symbolize"), "{stderr}");
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(out.path().join("profile.json")).unwrap()).unwrap();
     assert_eq!(json["meta"]["partial"], "target exited");
+    let md = std::fs::read_to_string(out.path().join("ranking.md")).unwrap();
+    assert!(md.contains("**PARTIAL: target exited**"), "ranking.md does not say the run is partial:\n{md}");
     let folded = std::fs::read_to_string(out.path().join("stacks.folded")).unwrap();
     let samples = |name: &str| -> u64 {
         folded.lines().filter(|l| l.contains(name)).map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap()).sum()

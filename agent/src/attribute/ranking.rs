@@ -317,6 +317,10 @@ pub struct Ranking {
     pub target: String,
     /// A label, e.g. the bench test name; empty for attach.
     pub label: String,
+    /// Why the profile is partial (the run ended early: Ctrl-C, the target exited), as in
+    /// [`crate::profile::Meta::partial`]; `None` for a complete run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<String>,
     /// HTTP requests the profile covers (the per-request denominator), when known.
     pub requests: Option<u64>,
     /// Where the request count came from (`wrk`, `wire`, `given`).
@@ -538,6 +542,7 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         schema_version: RANKING_SCHEMA_VERSION,
         target: profile.meta.target.clone(),
         label: opts.label.to_string(),
+        partial: profile.meta.partial.clone(),
         requests,
         requests_source: source,
         base_req_per_s,

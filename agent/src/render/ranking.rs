@@ -60,6 +60,9 @@ pub fn markdown(r: &Ranking) -> String {
     let mut s = String::new();
     let title = if r.label.is_empty() { r.target.clone() } else { format!("{} ({})", r.label, r.target) };
     let _ = writeln!(s, "# Ranking of named costs: {title}\n");
+    if let Some(reason) = &r.partial {
+        let _ = writeln!(s, "**PARTIAL: {reason}**\n");
+    }
     let _ = writeln!(
         s,
         "- requests: {}{}\n- measured throughput: {}\n- on-CPU samples: {} at {} Hz (sampled CPU {} ms; accounted CPU {} ms); {} on truncated stacks\n- sampled CPU per request: {} µs\n- bound: {}\n",
