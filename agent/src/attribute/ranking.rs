@@ -529,7 +529,8 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
     if let Some(f) = driver_without_wire(&ctx, driver_samples, opts.wire) {
         generic.insert(0, f);
     }
-    generic.extend(unexplained_waits(&ctx, &attr));
+    let endpoint_rows = super::endpoints::breakdown(profile, &attr, opts.wire);
+    generic.extend(unexplained_waits(&ctx, &attr, &endpoint_rows));
     let mut syscalls: Vec<(String, f64)> = match requests {
         Some(r) => {
             let scale = profile.meta.syscall_scale();
@@ -566,7 +567,7 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         db_per_request,
         endpoint_join: profile.endpoints.clone(),
         endpoints: {
-            let mut rows = super::endpoints::breakdown(profile, &attr, opts.wire);
+            let mut rows = endpoint_rows;
             rows.truncate(ENDPOINTS_LISTED);
             rows
         },
@@ -882,16 +883,16 @@ pub const UNEXPLAINED_WAIT_ENDPOINTS: usize = 3;
 /// a worker): its tasks waited on something the agent does not time (a pool, a timer, a lock
 /// or semaphore, a channel, another service). The evidence names the endpoint's samples in the
 /// catalog's `async-wait` frames (where a future is polled before it waits). No gain: the
-/// wait's cause is unknown. Empty without an endpoint join, a wire latency, or off-CPU waits of
-/// a runtime worker.
-fn unexplained_waits(ctx: &costs::Ctx<'_>, attr: &Attribution) -> Vec<Finding> {
-    let (Some(join), Some(wire)) = (&ctx.profile.endpoints, ctx.profile.wire.as_ref()) else { return Vec::new() };
+/// wait's cause is unknown. `rows` is the ranking's [`super::endpoints::breakdown`]. Empty
+/// without an endpoint join, a wire latency, or off-CPU waits of a runtime worker.
+fn unexplained_waits(ctx: &costs::Ctx<'_>, attr: &Attribution, rows: &[super::endpoints::EndpointBreakdown]) -> Vec<Finding> {
+    let Some(join) = &ctx.profile.endpoints else { return Vec::new() };
     let Some(idle) = super::fingerprint::worker_idle_share(ctx) else { return Vec::new() };
     if idle < super::catalog::DEFAULT_MIN_WORKER_IDLE_SHARE {
         return Vec::new();
     }
-    let mut rows: Vec<(super::endpoints::EndpointBreakdown, f64)> = super::endpoints::breakdown(ctx.profile, attr, Some(wire))
-        .into_iter()
+    let mut rows: Vec<(&super::endpoints::EndpointBreakdown, f64)> = rows
+        .iter()
         .filter(|r| r.requests >= super::fingerprint::MIN_ENDPOINT_REQUESTS)
         .filter_map(|r| {
             let (l, rest) = (r.latency_us?, r.rest_us_per_request?);
