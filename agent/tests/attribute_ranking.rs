@@ -63,7 +63,7 @@ fn bound_classification() {
     // The app's single CPU 95% busy: app CPU.
     assert_eq!(Bound::classify((0.95, 1.0), Some((0.3, 1.0)), 64, 3000.0), Bound::AppCpu { used_cpus: 0.95, capacity_cpus: 1.0 });
     // PostgreSQL 9.0 of 10 CPUs and the app 5.6 of 8: database CPU.
-    assert_eq!(Bound::classify((5.6, 8.0), Some((9.0, 10.0)), 256, 3000.0), Bound::DbCpu { used_cpus: 9.0, capacity_cpus: 10.0 });
+    assert_eq!(Bound::classify((5.6, 8.0), Some((9.0, 10.0)), 256, 3000.0), Bound::DbCpu { used_cpus: 9.0, capacity_cpus: 10.0, served_latency_us: None });
     // Both saturated: the more utilized one.
     assert!(matches!(Bound::classify((0.9, 1.0), Some((0.99, 1.0)), 64, 1.0), Bound::DbCpu { .. }));
     // Neither at the threshold: latency at the given concurrency.
@@ -88,7 +88,7 @@ fn predictions_per_bound() {
     assert!(close(g.share.unwrap(), 0.10), "{:?}", g.share);
     assert!(close(g.gain_pct, 100.0 / 9.0));
     // Database CPU: share of round trips 1/3 -> 1/(2/3) - 1 = +50%; an app-CPU cost gains 0.
-    let db = Bound::DbCpu { used_cpus: 1.0, capacity_cpus: 1.0 };
+    let db = Bound::DbCpu { used_cpus: 1.0, capacity_cpus: 1.0, served_latency_us: None };
     assert!(close(predict(&rt_cost, &db, &inputs).gain_pct, 50.0));
     assert!(close(predict(&cpu_cost, &db, &inputs).gain_pct, 0.0));
     // Latency 1000 µs: the CPU cost removes 20 µs -> 1000/980 - 1; the wire cost removes its
@@ -239,4 +239,60 @@ fn attach_bound_from_the_targets_cpu_set_and_the_wire() {
     p.meta.target_cpu_capacity = Some(1.0);
     p.meta.target_cpu_ns = None;
     assert_eq!(Bound::of_profile(&p), Bound::Unknown);
+}
+
+/// A database server on the host (`Meta::db_servers`) bounds an attach when its CPU set is the
+/// busier one at or above 85%: the same regex-route figures (3,902 requests, 3,443 in a steady
+/// window of 4.4 s, the app at 0.43 of its 2 CPUs under load) with a PostgreSQL that used
+/// 5.0 s of CPU: 5.0 / 3902 × 782.5 = 1.003 CPUs under load, 1.003 of a 1-CPU set.
+#[test]
+fn attach_bound_from_the_database_servers_cpu() {
+    use profiler::profile::{DbServer, Profile};
+    use profiler::wire::summary::{EndpointStats, SteadyWindow};
+    let mut p = Profile::default();
+    p.meta.duration_ns = 10_086_215_718;
+    p.meta.target_cpu_ns = Some(4_303_000_000);
+    p.meta.target_cpu_capacity = Some(2.0);
+    let mut w = profiler::wire::WireSummary::default();
+    w.http.requests = 3902;
+    w.http.endpoints = vec![EndpointStats {
+        endpoint: "GET /articles".into(),
+        requests: 3902,
+        statuses: [(200, 3900)].into_iter().collect(),
+        latency_total_ns: 3900 * 5_100_000,
+        latency_mean_ns: 5_100_000,
+    }];
+    w.steady = Some(SteadyWindow { start_ns: 100_000_000, end_ns: 4_500_000_000, http_requests: 3443, endpoints: Vec::new(), pg: Default::default() });
+    p.wire = Some(w);
+    let server = DbServer { port: 5432, pid: 42, command: "postgres".into(), cpu_ns: 5_000_000_000, capacity_cpus: Some(1.0) };
+    p.meta.db_servers = vec![server.clone()];
+    let db_used = 5.0 / 3902.0 * (3443.0 / 4.4);
+    let bound = Bound::of_profile(&p);
+    match bound {
+        Bound::DbCpu { used_cpus, capacity_cpus, served_latency_us } => {
+            assert!((used_cpus - db_used).abs() < 1e-9 && capacity_cpus == 1.0 && served_latency_us == Some(5100.0), "{bound:?}");
+        }
+        b => panic!("{b:?}"),
+    }
+    assert!(bound.describe().starts_with("database CPU (1.00 of 1 CPUs used under load)"), "{}", bound.describe());
+    // A ping that is 2 of 3 round trips: +200% by its share, capped by its 600 µs of round
+    // trips at 5.1 ms: 5100/4500 - 1.
+    let inputs = GainInputs { round_trips_per_request: Some(3.0), ..Default::default() };
+    let g = predict(&finding(0, 0.0, None, Some(2.0), Some(600.0)), &bound, &inputs);
+    assert_eq!(g.resource, "db_cpu");
+    assert!(close(g.gain_pct, (5100.0 / 4500.0 - 1.0) * 100.0), "{g:?}");
+    // A cost smaller by share than by latency keeps its share: 0.1 of 3 round trips, 1 ms.
+    let g = predict(&finding(0, 0.0, None, Some(0.1), Some(1000.0)), &bound, &inputs);
+    assert!(close(g.gain_pct, (1.0 / (1.0 - 0.1 / 3.0) - 1.0) * 100.0), "{g:?}");
+    // An app-CPU cost frees none of the database's CPU.
+    assert!(close(predict(&finding(10, 0.05, Some(255.0), None, None), &bound, &inputs).gain_pct, 0.0));
+    // The server at half its CPU set, or with its capacity unknown: not the bound.
+    p.meta.db_servers = vec![DbServer { cpu_ns: 2_500_000_000, ..server.clone() }];
+    assert!(matches!(Bound::of_profile(&p), Bound::ServedLatency { .. }));
+    p.meta.db_servers = vec![DbServer { capacity_cpus: None, ..server.clone() }];
+    assert!(matches!(Bound::of_profile(&p), Bound::ServedLatency { .. }));
+    // The app busier than the server, both saturated: the app's CPU.
+    p.meta.target_cpu_capacity = Some(0.5);
+    p.meta.db_servers = vec![server];
+    assert!(matches!(Bound::of_profile(&p), Bound::AppCpu { .. }));
 }

@@ -33,6 +33,13 @@ pub enum Bound {
         used_cpus: f64,
         /// CPUs in PostgreSQL's CPU set.
         capacity_cpus: f64,
+        /// Mean request latency the wire measured (head read to response written), µs, for a
+        /// run without a load generator's figures ([`Bound::of_profile`]): a gain is then also
+        /// capped by what the cost takes off that latency, since the server's CPU per message
+        /// is not measured and a round trip's share of the round trips over-counts the cheap
+        /// ones (a ping). `None` in the bench.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        served_latency_us: Option<f64>,
     },
     /// Neither is full: a closed loop of `connections` clients, throughput = connections /
     /// latency (Little's law).
@@ -74,23 +81,27 @@ impl Bound {
         if ua >= SATURATED && ua >= ud {
             Bound::AppCpu { used_cpus: app.0, capacity_cpus: app.1 }
         } else if let Some(d) = db.filter(|_| ud >= SATURATED) {
-            Bound::DbCpu { used_cpus: d.0, capacity_cpus: d.1 }
+            Bound::DbCpu { used_cpus: d.0, capacity_cpus: d.1, served_latency_us: None }
         } else {
             Bound::Latency { connections, latency_us }
         }
     }
 
     /// The bound of a run without a load generator's figures (`profiler attach`, `profiler
-    /// report`), from what the profile measured: [`Bound::AppCpu`] when the target used at
-    /// least [`SATURATED`] of the CPUs it could use ([`Meta::target_cpu_ns`] per HTTP request
-    /// times the requests per second of the wire's steady window, else over the whole run,
-    /// against [`Meta::target_cpu_capacity`]); else [`Bound::ServedLatency`] when the wire
-    /// paired HTTP responses with their requests; else [`Bound::Unknown`] (the target's CPU,
-    /// its capacity or the run's length unknown, or no HTTP latency decoded). The database's
-    /// CPU is not measured here: a database-bound service reads as `ServedLatency`.
+    /// report`), from what the profile measured. CPU use under load is a process's CPU per
+    /// HTTP request times the requests per second of the wire's steady window (else its mean
+    /// over the run): the target's ([`Meta::target_cpu_ns`] against
+    /// [`Meta::target_cpu_capacity`]) and each database server's on this host
+    /// ([`Meta::db_servers`]). The busier of the two at or above [`SATURATED`] is the bound
+    /// ([`Bound::AppCpu`], or [`Bound::DbCpu`] with the served latency as a cap); else
+    /// [`Bound::ServedLatency`] when the wire paired HTTP responses with their requests; else
+    /// [`Bound::Unknown`] (the target's CPU, its capacity or the run's length unknown, or no
+    /// HTTP latency decoded). A database server that is not on this host, or whose capacity
+    /// is unknown, is not measured: a service bound by it reads as `ServedLatency`.
     ///
     /// [`Meta::target_cpu_ns`]: crate::profile::Meta::target_cpu_ns
     /// [`Meta::target_cpu_capacity`]: crate::profile::Meta::target_cpu_capacity
+    /// [`Meta::db_servers`]: crate::profile::Meta::db_servers
     pub fn of_profile(profile: &Profile) -> Bound {
         let meta = &profile.meta;
         let secs = meta.duration_ns as f64 / 1e9;
@@ -103,29 +114,41 @@ impl Bound {
         // Under load: the CPU per request times the requests per second of the wire's steady
         // window, when it has one (a run longer than its load would otherwise count its idle
         // seconds); else the mean over the run.
-        let steady = profile
-            .wire
-            .as_ref()
-            .filter(|w| w.http.requests > 0)
-            .and_then(|w| steady_req_per_s(w).map(|(x, _, _)| cpu_ns as f64 / 1e9 / w.http.requests as f64 * x));
-        let used = steady.unwrap_or(cpu_ns as f64 / 1e9 / secs);
-        if used / capacity >= SATURATED {
+        let steady = profile.wire.as_ref().filter(|w| w.http.requests > 0).and_then(|w| steady_req_per_s(w).map(|(x, _, _)| x / w.http.requests as f64));
+        let cpus = |ns: u64| steady.map_or(ns as f64 / 1e9 / secs, |per_request_x| ns as f64 / 1e9 * per_request_x);
+        let used = cpus(cpu_ns);
+        let db = meta
+            .db_servers
+            .iter()
+            .filter_map(|s| Some((cpus(s.cpu_ns), s.capacity_cpus.filter(|&c| c > 0.0)?)))
+            .max_by(|a, b| (a.0 / a.1).total_cmp(&(b.0 / b.1)));
+        let (ua, ud) = (used / capacity, db.map_or(0.0, |(u, c)| u / c));
+        if ua >= SATURATED && ua >= ud {
             return Bound::AppCpu { used_cpus: used, capacity_cpus: capacity };
         }
-        let Some(http) = profile.wire.as_ref().map(|w| &w.http) else { return Bound::Unknown };
-        let responses: u64 = http.endpoints.iter().flat_map(|e| e.statuses.values()).sum();
-        let total_ns: u64 = http.endpoints.iter().map(|e| e.latency_total_ns).sum();
-        if responses == 0 || total_ns == 0 {
-            return Bound::Unknown;
+        let latency_us = profile.wire.as_ref().map(|w| &w.http).and_then(|http| {
+            let responses: u64 = http.endpoints.iter().flat_map(|e| e.statuses.values()).sum();
+            let total_ns: u64 = http.endpoints.iter().map(|e| e.latency_total_ns).sum();
+            (responses > 0 && total_ns > 0).then(|| total_ns as f64 / responses as f64 / 1e3)
+        });
+        if let Some((u, c)) = db.filter(|_| ud >= SATURATED) {
+            return Bound::DbCpu { used_cpus: u, capacity_cpus: c, served_latency_us: latency_us };
         }
-        Bound::ServedLatency { used_cpus: used, capacity_cpus: capacity, latency_us: total_ns as f64 / responses as f64 / 1e3 }
+        match latency_us {
+            Some(latency_us) => Bound::ServedLatency { used_cpus: used, capacity_cpus: capacity, latency_us },
+            None => Bound::Unknown,
+        }
     }
 
     /// A short description, e.g. `app CPU (0.97 of 1 CPUs)`.
     pub fn describe(&self) -> String {
         match self {
             Bound::AppCpu { used_cpus, capacity_cpus } => format!("app CPU ({used_cpus:.2} of {capacity_cpus} CPUs used)"),
-            Bound::DbCpu { used_cpus, capacity_cpus } => format!("database CPU ({used_cpus:.2} of {capacity_cpus} CPUs used)"),
+            Bound::DbCpu { used_cpus, capacity_cpus, served_latency_us: None } => format!("database CPU ({used_cpus:.2} of {capacity_cpus} CPUs used)"),
+            Bound::DbCpu { used_cpus, capacity_cpus, served_latency_us: Some(l) } => format!(
+                "database CPU ({used_cpus:.2} of {capacity_cpus} CPUs used under load): gains are the cost's share of the round trips, capped by its cut in the mean request latency the wire measured ({:.3} ms; the server's CPU per message is not measured)",
+                l / 1e3
+            ),
             Bound::Latency { connections, latency_us } => {
                 format!("latency at {connections} connections (mean {:.2} ms; neither CPU set is {:.0}% busy)", latency_us / 1e3, SATURATED * 100.0)
             }
@@ -216,23 +239,43 @@ pub fn predict(finding: &Finding, bound: &Bound, ctx: &GainInputs) -> Gain {
             let res = if matches!(bound, Bound::Unknown) { "assumed_app_cpu" } else { "app_cpu" };
             mk(res, Some(cpu_share), None, g, format!("1/(1-{cpu_share:.4})-1 = {:.2}%", g * 100.0))
         }
-        Bound::DbCpu { .. } => {
+        Bound::DbCpu { served_latency_us, .. } => {
             let s = rt_share.unwrap_or(0.0);
             let g = cpu_bound_gain(s);
-            mk("db_cpu", Some(s), None, g, format!("1/(1-{s:.4})-1 = {:.2}% (share of round trips)", g * 100.0))
+            let by_share = mk("db_cpu", Some(s), None, g, format!("1/(1-{s:.4})-1 = {:.2}% (share of round trips)", g * 100.0));
+            match served_latency_us {
+                Some(l) => {
+                    let d = latency_removed_us(finding, ctx, cpu_share);
+                    let gl = latency_bound_gain(*l, d);
+                    if gl < g {
+                        mk(
+                            "db_cpu",
+                            Some(s),
+                            Some(d),
+                            gl,
+                            format!("min(1/(1-{s:.4})-1, {l:.1}/({l:.1}-{d:.2})-1) = {:.2}% (share of round trips, capped by the served latency)", gl * 100.0),
+                        )
+                    } else {
+                        by_share
+                    }
+                }
+                None => by_share,
+            }
         }
         Bound::Latency { latency_us, .. } | Bound::ServedLatency { latency_us, .. } => {
             let resource = if matches!(bound, Bound::Latency { .. }) { "latency" } else { "served_latency" };
-            let cpu_us = if finding.samples > 0 {
-                finding.cpu_us_per_request.unwrap_or(0.0)
-            } else {
-                ctx.cpu_us_per_request.map_or(0.0, |c| c * cpu_share)
-            };
-            let d = cpu_us + finding.db_latency_us_per_request.unwrap_or(0.0);
+            let d = latency_removed_us(finding, ctx, cpu_share);
             let g = latency_bound_gain(*latency_us, d);
             mk(resource, None, Some(d), g, format!("{latency_us:.1}/({latency_us:.1}-{d:.2})-1 = {:.2}%", g * 100.0))
         }
     }
+}
+
+/// µs a finding takes off each request's latency: its CPU per request (for wire-only costs,
+/// `cpu_share` of all CPU per request) plus its database time per request.
+fn latency_removed_us(finding: &Finding, ctx: &GainInputs, cpu_share: f64) -> f64 {
+    let cpu_us = if finding.samples > 0 { finding.cpu_us_per_request.unwrap_or(0.0) } else { ctx.cpu_us_per_request.map_or(0.0, |c| c * cpu_share) };
+    cpu_us + finding.db_latency_us_per_request.unwrap_or(0.0)
 }
 
 /// The gain of freeing runtime workers of `b` µs of blocking waits per request, with `c` µs of

@@ -20,6 +20,7 @@
 //! reason goes to [`Meta::partial`]. Off-CPU waits still open at that moment are counted up
 //! to the end of the run.
 
+pub mod db_server;
 mod dwarf;
 mod fp;
 pub mod pg_activity;
@@ -227,6 +228,9 @@ pub struct Collector {
     wire: Option<wire::WireCapture>,
     /// `pg_stat_activity` poller ([`Options::db_url`]).
     activity: Option<pg_activity::ActivityPoller>,
+    /// Every process's CPU at the start, when the wire capture runs: the database server's
+    /// share of it is found at the end ([`db_server`]).
+    processes_at_start: Option<db_server::Snapshot>,
     /// Keeps the kernel's BPF run statistics on while it is open ([`Options::bpf_run_stats`]).
     _run_stats: Option<std::os::fd::OwnedFd>,
 }
@@ -526,6 +530,7 @@ impl Collector {
         // Before anything is attached, so that every run is timed. Best effort: a kernel
         // that refuses only leaves `Footprint::programs` empty.
         let run_stats = if options.bpf_run_stats { enable_run_stats().ok() } else { None };
+        let processes_at_start = wire.is_some().then(db_server::Snapshot::take);
         let cpu_at_start = target.cpu_time_ns();
         let cpu_capacity = target.cpu_capacity();
         let self_cpu_at_start = self_cpu_ns();
@@ -577,6 +582,7 @@ impl Collector {
             maps: Default::default(),
             wire,
             activity,
+            processes_at_start,
             _run_stats: run_stats,
         };
         collector.note_processes(&target.pids()?);
@@ -738,6 +744,10 @@ impl Collector {
         // A pid target that exited has no /proc/PID/stat any more: its CPU time is then
         // counted up to the last reading of the run loop (at most a second before the end).
         let cpu_at_end = target.cpu_time_ns().or(self.cpu_last_seen);
+        let db_servers = match (&self.processes_at_start, &wire_report) {
+            (Some(start), Some(report)) if !report.pg_server_ports.is_empty() => db_server::measure(start, target.main_pid, &report.pg_server_ports),
+            _ => Vec::new(),
+        };
 
         let mut lost = LostCounters::default();
         let (mut on_cpu, unwind) = match self.on_cpu.take() {
@@ -802,6 +812,7 @@ impl Collector {
             footprint: Some(footprint),
             syscall_windows,
             target_cpu_capacity: self.cpu_capacity,
+            db_servers,
         };
         Ok(RawProfile { meta, processes, on_cpu, off_cpu, syscalls, lost, wire, endpoints, maps: self.maps, bpf_symbols })
     }

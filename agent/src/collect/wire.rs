@@ -80,11 +80,13 @@ pub struct RecordDecoder {
     by_syscall: BTreeMap<&'static str, u64>,
     /// PostgreSQL connections: socket id -> the target's local TCP port.
     pg_ports: HashMap<u64, u16>,
+    /// Peer TCP ports of the PostgreSQL connections: the servers' listening ports.
+    pg_server_ports: BTreeSet<u16>,
 }
 
 impl Default for RecordDecoder {
     fn default() -> Self {
-        RecordDecoder { decoder: WireDecoder::new(DecoderOptions::default()), by_syscall: BTreeMap::new(), pg_ports: HashMap::new() }
+        RecordDecoder { decoder: WireDecoder::new(DecoderOptions::default()), by_syscall: BTreeMap::new(), pg_ports: HashMap::new(), pg_server_ports: BTreeSet::new() }
     }
 }
 
@@ -98,6 +100,8 @@ pub struct Decoded {
     pub times: RoundTripTimes,
     /// PostgreSQL connections: socket id -> the target's local TCP port.
     pub pg_ports: HashMap<u64, u16>,
+    /// Peer TCP ports of the PostgreSQL connections, ascending.
+    pub pg_server_ports: BTreeSet<u16>,
     /// Who each thread served when ([`crate::wire::serving`]).
     pub serving: Serving,
     /// The HTTP requests over time ([`crate::wire::spread`]).
@@ -111,6 +115,7 @@ impl RecordDecoder {
         let Some((chunk, syscall, ports)) = parse_chunk(data) else { return false };
         if chunk.protocol == Protocol::Postgres && !self.pg_ports.contains_key(&chunk.socket) {
             self.pg_ports.insert(chunk.socket, ports.0);
+            self.pg_server_ports.insert(ports.1);
         }
         self.decoder.push(&chunk);
         *self.by_syscall.entry(syscall).or_insert(0) += 1;
@@ -138,6 +143,7 @@ impl RecordDecoder {
             by_syscall: self.by_syscall.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
             times,
             pg_ports: self.pg_ports,
+            pg_server_ports: self.pg_server_ports,
         }
     }
 }
@@ -283,7 +289,7 @@ impl WireCapture {
             Some(t) => t.join().map_err(|_| map_error(abi::MAP_WIRE_CHUNKS, "the drain thread panicked"))?,
             None => (RecordDecoder::default(), DrainStats::default()),
         };
-        let Decoded { mut summary, by_syscall: chunks_by_syscall, times, pg_ports, mut serving, request_spread } = drained.finish_all();
+        let Decoded { mut summary, by_syscall: chunks_by_syscall, times, pg_ports, pg_server_ports, mut serving, request_spread } = drained.finish_all();
         let statement_texts = activity.map(|log| {
             let texts = match_texts(&times, &pg_ports, &log.observations, &log.texts);
             let names = texts.len() as u64;
@@ -326,6 +332,7 @@ impl WireCapture {
             pg_recognised: sum(abi::stat_index::PG_RECOGNISED)?,
             statement_texts,
             chunks_by_syscall,
+            pg_server_ports: pg_server_ports.into_iter().collect(),
         };
         if report.ringbuf_dropped > 0 {
             tracing::warn!(
@@ -481,11 +488,16 @@ pub fn listening_ports_among(pid: u32, inodes: &BTreeSet<u64>) -> BTreeSet<u16> 
 }
 
 /// The LISTEN ports of a `/proc/net/tcp`-format table whose socket inode is in `inodes`.
+pub fn parse_listening(text: &str, inodes: &BTreeSet<u64>) -> BTreeSet<u16> {
+    listen_sockets(text).into_iter().filter(|(_, inode)| inodes.contains(inode)).map(|(port, _)| port).collect()
+}
+
+/// `(local port, socket inode)` of every LISTEN socket of a `/proc/net/tcp`-format table.
 /// Lines that do not parse are skipped. Format (Documentation/networking/proc_net_tcp.rst):
 /// `sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode`,
-/// addresses as `HEXADDR:HEXPORT`.
-pub fn parse_listening(text: &str, inodes: &BTreeSet<u64>) -> BTreeSet<u16> {
-    let mut ports = BTreeSet::new();
+/// addresses as `HEXADDR:HEXPORT`, state `0A` TCP_LISTEN (include/net/tcp_states.h).
+pub fn listen_sockets(text: &str) -> Vec<(u16, u64)> {
+    let mut out = Vec::new();
     for line in text.lines().skip(1) {
         let f: Vec<&str> = line.split_ascii_whitespace().collect();
         if f.len() < 10 || f[3] != "0A" {
@@ -493,11 +505,9 @@ pub fn parse_listening(text: &str, inodes: &BTreeSet<u64>) -> BTreeSet<u16> {
         }
         let Some(port) = f[1].rsplit_once(':').and_then(|(_, p)| u16::from_str_radix(p, 16).ok()) else { continue };
         let Ok(inode) = f[9].parse::<u64>() else { continue };
-        if inodes.contains(&inode) {
-            ports.insert(port);
-        }
+        out.push((port, inode));
     }
-    ports
+    out
 }
 
 #[cfg(test)]

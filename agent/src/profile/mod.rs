@@ -72,6 +72,28 @@ pub struct Meta {
     /// [`Meta::target_cpu_ns`] over the run is a share of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_cpu_capacity: Option<f64>,
+    /// The database servers on this host behind the target's PostgreSQL connections, with
+    /// the CPU they used during the run ([`crate::collect::db_server`]); empty when the wire
+    /// was off, saw no PostgreSQL connection, or found no server of its ports on this host.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub db_servers: Vec<DbServer>,
+}
+
+/// A database server process on the target's host and the CPU its process tree used during a
+/// run ([`crate::collect::db_server`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DbServer {
+    /// The TCP port it listens on, which the target's connections had as peer port.
+    pub port: u16,
+    /// Host pid of the root of its process tree (PostgreSQL's postmaster).
+    pub pid: u32,
+    /// Its command name (`/proc/PID/comm`), e.g. `postgres`.
+    pub command: String,
+    /// CPU time of its process tree during the run (backends that exited included), ns, to
+    /// the 10 ms clock ticks of `/proc/PID/stat`.
+    pub cpu_ns: u64,
+    /// CPUs it may use ([`crate::target::process_cpu_capacity`]), when known.
+    pub capacity_cpus: Option<f64>,
 }
 
 impl Meta {
@@ -238,6 +260,10 @@ pub struct WireCaptureReport {
     pub statement_texts: Option<StatementTextReport>,
     /// Chunks per syscall name (`sendto`, `recvfrom`, `writev`, ...).
     pub chunks_by_syscall: std::collections::BTreeMap<String, u64>,
+    /// Peer TCP ports of the PostgreSQL connections seen (the servers' listening ports),
+    /// ascending; empty in profiles recorded before they were kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pg_server_ports: Vec<u16>,
 }
 
 /// What polling `pg_stat_activity` recovered (`agent/src/wire/resolve.rs`).

@@ -174,6 +174,35 @@ fn us(ns: Option<f64>) -> String {
     ns.map_or_else(|| "-".to_string(), |ns| format!("{:.1}", ns / 1e3))
 }
 
+/// The database servers behind the target's PostgreSQL connections in one line: each one's
+/// CPU over the run (s, % of one CPU) and the CPUs it may use, e.g. `database server CPU
+/// use: postgres (pid 42, port 5432) 5.00 s = 49.6% of one CPU, may use 1 CPUs`. When the
+/// wire saw PostgreSQL connections but found no server of their ports on this host, it says
+/// so (the bound then cannot be the database's CPU). `None` without PostgreSQL connections.
+pub fn db_server_line(meta: &crate::profile::Meta) -> Option<String> {
+    let ports = &meta.wire.as_ref()?.pg_server_ports;
+    if ports.is_empty() {
+        return None;
+    }
+    if meta.db_servers.is_empty() {
+        let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
+        return Some(format!(
+            "database server CPU use: not measured (no process of this host listens on port {} in the target's network namespace)",
+            ports.join(", ")
+        ));
+    }
+    let servers: Vec<String> = meta
+        .db_servers
+        .iter()
+        .map(|d| {
+            let share = if meta.duration_ns > 0 { format!(" = {:.1}% of one CPU", pct(d.cpu_ns, meta.duration_ns)) } else { String::new() };
+            let cap = d.capacity_cpus.map_or(", its CPU set unknown".to_owned(), |c| format!(", may use {c} CPUs"));
+            format!("{} (pid {}, port {}) {:.2} s{share}{cap}", d.command, d.pid, d.port, d.cpu_ns as f64 / 1e9)
+        })
+        .collect();
+    Some(format!("database server CPU use: {}", servers.join("; ")))
+}
+
 /// The agent's own cost in one line (`agent footprint: ...`): time to attach (ms), the CPU
 /// of its own threads while attached (s and % of one CPU over the run) and of its whole
 /// process (%; the two differ inside `profiler bench`), its peak RSS when the
@@ -293,6 +322,9 @@ pub fn summary(profile: &Profile) -> String {
         None => {
             let _ = writeln!(s, "target CPU use: not measured");
         }
+    }
+    if let Some(line) = db_server_line(meta) {
+        let _ = writeln!(s, "{line}");
     }
     if let Some(line) = footprint_line(meta) {
         let _ = writeln!(s, "{line}");
@@ -469,5 +501,18 @@ mod tests {
     fn agent_cost_needs_requests_and_run_statistics() {
         assert_eq!(agent_cost_line(&profile(0, Some(3_000_000))), None);
         assert_eq!(agent_cost_line(&profile(1_000, None)), None);
+    }
+
+    #[test]
+    fn db_server_line_names_the_server_or_says_why_not() {
+        let mut meta = crate::profile::Meta { duration_ns: 10_000_000_000, ..Default::default() };
+        assert_eq!(db_server_line(&meta), None, "no wire");
+        meta.wire = Some(crate::profile::WireCaptureReport { pg_server_ports: vec![5432, 6432], ..Default::default() });
+        assert_eq!(
+            db_server_line(&meta).unwrap(),
+            "database server CPU use: not measured (no process of this host listens on port 5432, 6432 in the target's network namespace)"
+        );
+        meta.db_servers = vec![crate::profile::DbServer { port: 5432, pid: 42, command: "postgres".into(), cpu_ns: 5_000_000_000, capacity_cpus: Some(1.0) }];
+        assert_eq!(db_server_line(&meta).unwrap(), "database server CPU use: postgres (pid 42, port 5432) 5.00 s = 50.0% of one CPU, may use 1 CPUs");
     }
 }

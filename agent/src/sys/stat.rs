@@ -10,6 +10,14 @@ pub struct ProcStat {
     /// Fields 14 + 15, `utime + stime`: CPU time of every thread of the process, in clock
     /// ticks ([`clock_ticks_per_second`]).
     pub cpu_ticks: u64,
+    /// Fields 16 + 17, `cutime + cstime`: CPU time of the children this process has waited
+    /// for (and of theirs), clock ticks. A child's time moves here when its parent reaps it,
+    /// so `cpu_ticks + children_cpu_ticks` of a process tree only grows while children come
+    /// and go.
+    pub children_cpu_ticks: u64,
+    /// Field 22, `starttime`: when the process started, clock ticks after boot; with the pid,
+    /// it names one process (pids are reused).
+    pub start_ticks: u64,
 }
 
 impl ProcStat {
@@ -37,7 +45,52 @@ pub fn parse(text: &str) -> Option<ProcStat> {
     let ppid = fields.get(4 - 3)?.parse().ok()?;
     let utime: u64 = fields.get(14 - 3)?.parse().ok()?;
     let stime: u64 = fields.get(15 - 3)?.parse().ok()?;
-    Some(ProcStat { state, ppid, cpu_ticks: utime + stime })
+    let cutime: u64 = fields.get(16 - 3)?.parse().ok()?;
+    let cstime: u64 = fields.get(17 - 3)?.parse().ok()?;
+    let start_ticks = fields.get(22 - 3)?.parse().ok()?;
+    Some(ProcStat { state, ppid, cpu_ticks: utime + stime, children_cpu_ticks: cutime + cstime, start_ticks })
+}
+
+/// Every process of `/proc` (host pids when the caller is in the host's pid namespace) with
+/// its parsed stat; processes that exit while the directory is read are left out.
+pub fn all() -> std::collections::BTreeMap<u32, ProcStat> {
+    let mut out = std::collections::BTreeMap::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            if let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) {
+                if let Some(s) = read(pid) {
+                    out.insert(pid, s);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// CPU time of the process tree under `root` in `processes` (a reading of [`all`]), clock
+/// ticks: `utime + stime + cutime + cstime` of `root` and of every descendant, so the time
+/// of children that exited and were reaped stays counted. `None` when `root` is not in
+/// `processes` or has another start time than `root_start_ticks` (a reused pid).
+pub fn tree_cpu_ticks(processes: &std::collections::BTreeMap<u32, ProcStat>, root: u32, root_start_ticks: u64) -> Option<u64> {
+    let r = processes.get(&root).filter(|r| r.start_ticks == root_start_ticks)?;
+    let mut children: std::collections::HashMap<u32, Vec<u32>> = std::collections::HashMap::new();
+    for (&pid, s) in processes {
+        if pid != root {
+            children.entry(s.ppid).or_default().push(pid);
+        }
+    }
+    let mut total = r.cpu_ticks + r.children_cpu_ticks;
+    let mut stack = children.get(&root).cloned().unwrap_or_default();
+    let mut seen = std::collections::HashSet::from([root]);
+    while let Some(pid) = stack.pop() {
+        if !seen.insert(pid) {
+            continue;
+        }
+        let s = &processes[&pid];
+        total += s.cpu_ticks + s.children_cpu_ticks;
+        stack.extend(children.get(&pid).into_iter().flatten().copied());
+    }
+    Some(total)
 }
 
 /// `/proc/PID/stat` of `pid`, parsed; `None` when the process is gone (or the file is not one).
@@ -64,9 +117,27 @@ mod tests {
     #[test]
     fn a_command_name_with_spaces_and_parentheses() {
         let line = "4242 (tokio (worker) 1) S 1 4242 4242 0 -1 4194560 163 0 0 0 17 5 0 0 20 0 3 0 123 4096 100 0\n";
-        assert_eq!(parse(line), Some(ProcStat { state: 'S', ppid: 1, cpu_ticks: 22 }));
+        assert_eq!(parse(line), Some(ProcStat { state: 'S', ppid: 1, cpu_ticks: 22, children_cpu_ticks: 0, start_ticks: 123 }));
         assert_eq!(parse("1 (x) Z 0 1 1"), None, "too few fields");
         assert_eq!(parse("no stat here"), None);
+    }
+
+    fn p(ppid: u32, cpu: u64, children: u64, start: u64) -> ProcStat {
+        ProcStat { state: 'S', ppid, cpu_ticks: cpu, children_cpu_ticks: children, start_ticks: start }
+    }
+
+    #[test]
+    fn a_tree_keeps_the_time_of_reaped_children() {
+        // Postmaster 10 with backends 11 (live) and 12 (whose child 13 is live); 99 is not
+        // in the tree.
+        let before: std::collections::BTreeMap<u32, ProcStat> =
+            [(10, p(1, 100, 50, 7)), (11, p(10, 20, 0, 8)), (12, p(10, 5, 0, 9)), (13, p(12, 1, 0, 9)), (99, p(1, 1000, 0, 3))].into();
+        assert_eq!(tree_cpu_ticks(&before, 10, 7), Some(176));
+        // 11 exited with 30 ticks and was reaped by 10: its time moved to 10's cutime.
+        let after: std::collections::BTreeMap<u32, ProcStat> = [(10, p(1, 110, 80, 7)), (12, p(10, 6, 0, 9)), (13, p(12, 2, 0, 9)), (99, p(1, 2000, 0, 3))].into();
+        assert_eq!(tree_cpu_ticks(&after, 10, 7), Some(198));
+        assert_eq!(tree_cpu_ticks(&after, 10, 6), None, "another process under a reused pid");
+        assert_eq!(tree_cpu_ticks(&after, 11, 8), None);
     }
 
     #[test]

@@ -262,23 +262,7 @@ impl ResolvedTarget {
     /// process's affinity (`sched_getaffinity(2)`). `None` when none can be read. The
     /// capacity its measured CPU use is a share of (the bound of an attach).
     pub fn cpu_capacity(&self) -> Option<f64> {
-        let mut cap: Option<f64> = None;
-        let mut take = |c: f64| cap = Some(cap.map_or(c, |m: f64| m.min(c)));
-        if let Some(dir) = &self.cgroup_dir {
-            if let Some(q) = fs::read_to_string(dir.join("cpu.max")).ok().as_deref().and_then(quota_cpus) {
-                take(q);
-            }
-            if let Some(n) = fs::read_to_string(dir.join("cpuset.cpus.effective")).ok().and_then(|l| crate::sys::cpus::parse_list(l.trim())) {
-                if !n.is_empty() {
-                    take(n.len() as f64);
-                }
-            }
-        }
-        let n = crate::sys::cpus::allowed_of(self.main_pid).len();
-        if n > 0 {
-            take(n as f64);
-        }
-        cap
+        cpu_capacity_of(self.cgroup_dir.as_deref(), self.main_pid)
     }
 
     /// The host path under which `path` (absolute, as the target's process sees it) can be
@@ -319,6 +303,51 @@ fn collect_cgroup_procs(dir: &Path, pids: &mut BTreeSet<u32>) -> Result<(), Targ
         }
     }
     Ok(())
+}
+
+/// CPUs a process may use, a fraction where a quota says so: the smallest of `cgroup_dir`'s
+/// `cpu.max` (quota / period) and `cpuset.cpus.effective`, when a directory is given, of the
+/// quota of `pid`'s cgroup v1 `cpu` hierarchy (`cpu.cfs_quota_us / cpu.cfs_period_us`: where
+/// Docker puts `--cpus` on a hybrid host), and of `pid`'s affinity (`sched_getaffinity(2)`,
+/// which a cpuset of either version also narrows). `None` when none can be read.
+pub fn cpu_capacity_of(cgroup_dir: Option<&Path>, pid: u32) -> Option<f64> {
+    let mut cap: Option<f64> = None;
+    let mut take = |c: f64| cap = Some(cap.map_or(c, |m: f64| m.min(c)));
+    if let Some(dir) = crate::sys::cgroup::cgroup1_dir_of(pid, "cpu") {
+        let read = |f: &str| fs::read_to_string(dir.join(f)).ok().and_then(|t| t.trim().parse::<f64>().ok());
+        if let (Some(quota), Some(period)) = (read("cpu.cfs_quota_us"), read("cpu.cfs_period_us")) {
+            if quota > 0.0 && period > 0.0 {
+                take(quota / period);
+            }
+        }
+    }
+    if let Some(dir) = cgroup_dir {
+        if let Some(q) = fs::read_to_string(dir.join("cpu.max")).ok().as_deref().and_then(quota_cpus) {
+            take(q);
+        }
+        if let Some(n) = fs::read_to_string(dir.join("cpuset.cpus.effective")).ok().and_then(|l| crate::sys::cpus::parse_list(l.trim())) {
+            if !n.is_empty() {
+                take(n.len() as f64);
+            }
+        }
+    }
+    let n = crate::sys::cpus::allowed_of(pid).len();
+    if n > 0 {
+        take(n as f64);
+    }
+    cap
+}
+
+/// [`cpu_capacity_of`] process `pid` with its own cgroup v2 directory (its `0::` line of
+/// `/proc/PID/cgroup`, unless that is the root), e.g. a database server's.
+pub fn process_cpu_capacity(pid: u32) -> Option<f64> {
+    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let dir = text
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .filter(|p| *p != "/")
+        .and_then(|rel| join_inside(&cgroup2_mount().ok()?, Path::new(rel)).ok());
+    cpu_capacity_of(dir.as_deref(), pid)
 }
 
 /// True when `/proc/PID/stat` exists and the state is not zombie or dead
