@@ -15,12 +15,6 @@ pub use profiler::runs::Usage;
 
 use profiler::sys::stat::clock_ticks_per_second;
 
-/// `(ppid, utime + stime in ticks)` of one process ([`profiler::sys::stat`]), or `None` when
-/// it is gone.
-fn stat(pid: u32) -> Option<(u32, u64)> {
-    profiler::sys::stat::read(pid).map(|s| (s.ppid, s.cpu_ticks))
-}
-
 /// Resident memory of one process, bytes (`VmRSS`), 0 when gone or a kernel thread.
 pub fn rss_bytes(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -36,21 +30,12 @@ pub fn rss_bytes(pid: u32) -> u64 {
 
 /// `root` and all its descendants that exist now, with their CPU ticks.
 pub fn tree(root: u32) -> HashMap<u32, u64> {
-    let mut all: Vec<(u32, u32, u64)> = Vec::new();
-    if let Ok(dir) = std::fs::read_dir("/proc") {
-        for e in dir.flatten() {
-            if let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) {
-                if let Some((ppid, ticks)) = stat(pid) {
-                    all.push((pid, ppid, ticks));
-                }
-            }
-        }
-    }
+    let all = profiler::sys::stat::all();
     let mut members: HashSet<u32> = HashSet::from([root]);
     loop {
         let before = members.len();
-        for &(pid, ppid, _) in &all {
-            if members.contains(&ppid) {
+        for (&pid, s) in &all {
+            if members.contains(&s.ppid) {
                 members.insert(pid);
             }
         }
@@ -58,7 +43,7 @@ pub fn tree(root: u32) -> HashMap<u32, u64> {
             break;
         }
     }
-    all.into_iter().filter(|(pid, _, _)| members.contains(pid)).map(|(pid, _, t)| (pid, t)).collect()
+    all.into_iter().filter(|(pid, _)| members.contains(pid)).map(|(pid, s)| (pid, s.cpu_ticks)).collect()
 }
 
 /// Samples a process tree in a background thread until [`Sampler::finish`].
@@ -125,9 +110,9 @@ mod tests {
         let pid = child.id();
         let sampler = Sampler::start(pid, Duration::from_millis(20));
         std::thread::sleep(Duration::from_millis(600));
-        let before_finish = stat(pid).unwrap().1;
+        let before_finish = profiler::sys::stat::read(pid).unwrap().cpu_ticks;
         let usage = sampler.finish();
-        let after_finish = stat(pid).unwrap().1;
+        let after_finish = profiler::sys::stat::read(pid).unwrap().cpu_ticks;
         child.kill().unwrap();
         child.wait().unwrap();
         let tick_ns = 1_000_000_000 / clock_ticks_per_second();
@@ -140,9 +125,8 @@ mod tests {
     }
 
     #[test]
-    fn stat_of_self_parses() {
-        let (ppid, _ticks) = stat(std::process::id()).unwrap();
-        assert!(ppid > 0);
+    fn own_tree_and_rss() {
+        assert!(tree(std::process::id()).contains_key(&std::process::id()));
         assert!(rss_bytes(std::process::id()) > 0);
     }
 }

@@ -220,7 +220,7 @@ fn check(route: &str) {
         // samples, so a share may also be off by 3 standard errors of the difference.
         let mut share_se = finding["cpu_share_se"].as_f64().unwrap_or(0.0);
         if let (Some(leaf), Some(leaf_truth)) = (&c.leave_out_leaf, &c.leaf_truth) {
-            let profile: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(on.out.path().join("out/profile.json")).expect("profile.json")).expect("JSON");
+            let profile: serde_json::Value = on.profile_json();
             let ours = leaf_share(&profile, leaf);
             let theirs = case.truth.iter().find(|t| &t.figure == leaf_truth && t.route == case.route).unwrap_or_else(|| panic!("no truth {leaf_truth}")).measured(perf.as_ref()).0;
             println!("  leaving out the samples at `{leaf}`: {:.1}% of the profile's, {:.1}% of the instrument's", 100.0 * ours, 100.0 * theirs);
@@ -300,7 +300,7 @@ fn windowed_syscall_counts_per_request() {
         let got = r["syscalls_per_request"].as_array().and_then(|v| v.iter().find(|e| e[0] == "read")).and_then(|e| e[1].as_f64()).unwrap_or_else(|| panic!("no read per request on {route}: {}", r["syscalls_per_request"]));
         // What scaling by time alone gives, for the record: the calls counted times the run over
         // the windows' time, per request.
-        let profile: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p.out.path().join("out/profile.json")).expect("profile.json")).expect("JSON");
+        let profile: serde_json::Value = p.profile_json();
         let meta = &profile["meta"];
         let counted = profile["syscalls"].as_array().and_then(|v| v.iter().find(|s| s["name"] == "read")).and_then(|s| s["count"].as_f64()).unwrap_or(0.0);
         let by_time = counted * meta["duration_ns"].as_f64().unwrap_or(0.0) / meta["syscall_windows"]["traced_ns"].as_f64().unwrap_or(f64::NAN) / r["requests"].as_f64().unwrap_or(f64::NAN);
@@ -606,7 +606,7 @@ fn each_finding_names_the_endpoint_that_pays_it() {
     let (hash_before, regex_before) = (app.served(hash), app.served(regex));
     let (p, _) = profile_routes(&app, &[hash, regex], PROFILE_SECS, &[]);
     let served = [(hash, app.served(hash) - hash_before), (regex, app.served(regex) - regex_before)];
-    let profile: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p.out.path().join("out/profile.json")).expect("profile.json")).expect("JSON");
+    let profile: serde_json::Value = p.profile_json();
     let joined = &profile["endpoints"];
     println!("join: {joined}");
     let attributed = joined["attributed"].as_u64().expect("attributed");
@@ -666,7 +666,7 @@ fn statements_are_joined_to_their_endpoint_under_mixed_load_with_pool_waits() {
     let lists = statement_calls(&pg, "fc", "SELECT item_id FROM fc_order_items%");
     let joins = statement_calls(&pg, "fc", "SELECT i.name, i.price_cents FROM fc_order_items o JOIN%");
     println!("served {served:?}; pg_stat_statements: {items} item queries, {lists} list queries, {joins} joins");
-    let profile: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p.out.path().join("out/profile.json")).expect("profile.json")).expect("JSON");
+    let profile: serde_json::Value = p.profile_json();
     let joined = &profile["endpoints"];
     let db_of = |route: &str| -> &serde_json::Value {
         let id = joined["endpoints"].as_array().unwrap().iter().position(|e| e == &format!("GET {route}")).unwrap_or_else(|| panic!("GET {route} not joined: {joined}"));
@@ -716,6 +716,100 @@ fn statements_are_joined_to_their_endpoint_under_mixed_load_with_pool_waits() {
     assert_eq!(first["endpoint"], "GET /case/n-plus-one", "{}", f["endpoints"]);
     assert!(first["share"].as_f64().unwrap() >= 0.95, "{}", f["endpoints"]);
     assert_eq!(f["endpoints_measure"], "executions");
+    drop(app);
+    pg.stop().expect("stop postgres");
+}
+
+/// `usage_usec` of a cgroup v2 `cpu.stat`: the kernel's count of the CPU its processes used,
+/// exited ones included.
+fn cgroup_usage_s(dir: &std::path::Path) -> f64 {
+    let text = std::fs::read_to_string(dir.join("cpu.stat")).expect("cpu.stat");
+    let usec: f64 = text.lines().find_map(|l| l.strip_prefix("usage_usec ")).expect("usage_usec").trim().parse().unwrap();
+    usec / 1e6
+}
+
+/// The database server's CPU on an attach (`profile.json` `meta.db_servers`, from
+/// `/proc/PID/stat` of the postmaster's process tree) against the kernel's count for a cgroup
+/// of PostgreSQL's own (`cpu.stat` `usage_usec`, read before and after the attach; the server
+/// idles outside the load), with PostgreSQL pinned to one CPU and held to 0.3 of it by a CPU
+/// quota, under an N+1 route's load. The bound follows the cgroup's reading of the server's use
+/// under load: `database CPU` at or above 90% of its capacity, never at or below 80%.
+#[test]
+fn database_server_cpu_against_its_cgroup() {
+    if skip_unless_root() {
+        return;
+    }
+    let (pg, _url, app) = app_with_statement_counts();
+    let root = pg.pid().expect("the postmaster's pid");
+    // The cgroup v2 mount (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified` on a hybrid host).
+    let mounts = std::fs::read_to_string("/proc/mounts").expect("/proc/mounts");
+    let mount = std::path::PathBuf::from(mounts.lines().find(|l| l.split(' ').nth(2) == Some("cgroup2")).and_then(|l| l.split(' ').nth(1)).expect("a cgroup2 mount"));
+    let cgroup = mount.join(format!("profiler-field-cases-pg-{}", std::process::id()));
+    std::fs::create_dir_all(&cgroup).expect("creating a cgroup for PostgreSQL");
+    struct Back(std::path::PathBuf, std::path::PathBuf);
+    impl Drop for Back {
+        fn drop(&mut self) {
+            // Every process back to the root cgroup, then the empty cgroup removed.
+            if let Ok(procs) = std::fs::read_to_string(self.0.join("cgroup.procs")) {
+                for pid in procs.lines() {
+                    let _ = std::fs::write(self.1.join("cgroup.procs"), pid);
+                }
+            }
+            let _ = std::fs::remove_dir(&self.0);
+        }
+    }
+    let _back = Back(cgroup.clone(), mount.clone());
+    // A CPU quota of QUOTA CPUs so that the server saturates: in the v1 `cpu` hierarchy on a
+    // hybrid host (where Docker puts `--cpus`), else in the v2 cgroup when its `cpu`
+    // controller is on; without either, the server is only pinned to one CPU.
+    const QUOTA: f64 = 0.3;
+    let v1 = mounts.lines().find(|l| l.split(' ').nth(2) == Some("cgroup") && l.split(' ').nth(3).is_some_and(|o| o.split(',').any(|c| c == "cpu"))).and_then(|l| l.split(' ').nth(1)).map(std::path::PathBuf::from);
+    let quota_dir = v1.as_ref().map(|m| m.join(format!("profiler-field-cases-pg-{}", std::process::id())));
+    if let Some(d) = &quota_dir {
+        std::fs::create_dir_all(d).expect("a v1 cpu cgroup");
+    }
+    let _back_v1 = quota_dir.as_ref().map(|d| Back(d.clone(), v1.clone().unwrap()));
+    for pid in bench::procstat::tree(root).keys() {
+        std::fs::write(cgroup.join("cgroup.procs"), pid.to_string()).unwrap_or_else(|e| panic!("moving {pid} into {}: {e}", cgroup.display()));
+        if let Some(d) = &quota_dir {
+            std::fs::write(d.join("cgroup.procs"), pid.to_string()).unwrap_or_else(|e| panic!("moving {pid} into {}: {e}", d.display()));
+        }
+        let _ = std::process::Command::new("taskset").args(["-a", "-p", "-c", "1", &pid.to_string()]).stdout(std::process::Stdio::null()).status();
+    }
+    let capacity = match &quota_dir {
+        Some(d) => {
+            std::fs::write(d.join("cpu.cfs_period_us"), "100000").expect("cpu.cfs_period_us");
+            std::fs::write(d.join("cpu.cfs_quota_us"), format!("{}", (QUOTA * 100_000.0) as u64)).expect("cpu.cfs_quota_us");
+            QUOTA
+        }
+        None if std::fs::write(cgroup.join("cpu.max"), format!("{} 100000", (QUOTA * 100_000.0) as u64)).is_ok() => QUOTA,
+        None => 1.0,
+    };
+    const ROUTE: &str = "/case/n-plus-one";
+    common::wrk(&app.url(ROUTE), 2, 8);
+    let before = cgroup_usage_s(&cgroup);
+    let (p, _, load_start) = common::profile_routes_during(&app, &[ROUTE], PROFILE_SECS, &[], || cgroup_usage_s(&cgroup));
+    let after = cgroup_usage_s(&cgroup);
+    let profile = p.profile_json();
+    let servers = profile["meta"]["db_servers"].as_array().cloned().unwrap_or_default();
+    println!("db_servers: {servers:?}; cgroup: {:.3} s over the attach, {:.3} s from the load's start", after - before, after - load_start);
+    assert_eq!(servers.len(), 1, "one server: {servers:?}\n{}", p.profiler_stdout);
+    let s = &servers[0];
+    assert_eq!(s["pid"].as_u64(), Some(u64::from(root)));
+    assert_eq!(s["port"].as_u64(), Some(u64::from(pg.port())));
+    assert_eq!(s["capacity_cpus"].as_f64(), Some(capacity), "its quota, or the one CPU it is pinned to");
+    let agent = s["cpu_ns"].as_f64().unwrap() / 1e9;
+    let truth = after - before;
+    assert!(agent <= truth + 0.05 && agent >= 0.9 * truth, "the agent's {agent:.3} s of the server's CPU against the cgroup's {truth:.3} s");
+    assert!(p.profiler_stdout.contains("database server CPU use: postgres (pid "), "{}", p.profiler_stdout);
+    let util = (after - load_start) / PROFILE_SECS as f64 / capacity;
+    let bound = p.ranking["bound"]["resource"].as_str().unwrap_or_default().to_owned();
+    println!("the server under load: {util:.2} of its CPU by the cgroup; bound: {}", p.ranking["bound"]);
+    if util >= 0.9 {
+        assert_eq!(bound, "db_cpu", "the cgroup read {util:.2} of the server's CPU");
+    } else if util <= 0.8 {
+        assert_ne!(bound, "db_cpu", "the cgroup read {util:.2} of the server's CPU");
+    }
     drop(app);
     pg.stop().expect("stop postgres");
 }

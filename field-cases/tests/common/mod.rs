@@ -322,6 +322,15 @@ pub struct Profiled {
     pub out: tempfile::TempDir,
 }
 
+impl Profiled {
+    /// The run's `profile.json`, parsed.
+    pub fn profile_json(&self) -> serde_json::Value {
+        let path = self.out.path().join("out/profile.json");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
+    }
+}
+
 /// Whether a process has opened perf events or BPF links (the profiler is attaching).
 fn has_bpf_attachments(pid: u32) -> bool {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
@@ -368,7 +377,7 @@ const AGENT_FREQUENCY_HZ: u64 = 99;
 
 /// [`profile_routes`], running `during` on this thread once the load has started (its result
 /// the third value).
-fn profile_routes_during<T>(app: &App, routes: &[&str], secs: u64, extra: &[&str], during: impl FnOnce() -> T) -> (Profiled, Vec<WrkResult>, T) {
+pub fn profile_routes_during<T>(app: &App, routes: &[&str], secs: u64, extra: &[&str], during: impl FnOnce() -> T) -> (Profiled, Vec<WrkResult>, T) {
     let profiler = release_bin("profiler");
     let out = tempfile::Builder::new().prefix("field-cases-profile-").tempdir().expect("tempdir");
     let dir = out.path().join("out");
