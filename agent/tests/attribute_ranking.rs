@@ -186,19 +186,15 @@ fn payers_of_a_finding_by_hand() {
     assert!(finding(1, 0.1, None, None, None).payers().is_empty());
 }
 
-/// An attach's bound from its own measurements: an attach of 10.09 s around 5 s of `wrk -c4`
-/// on field-cases' regex route (the app pinned to one CPU) used 4.30 s of CPU for 3,902
-/// requests, 3,443 of them in a steady window of 4.4 s: 1.10 ms per request at 782 req/s is
-/// 0.86 of the one CPU under load (0.43 over the whole run, which the idle seconds dilute).
-/// On 2 CPUs the same figures are half a CPU set: the wire's latency bounds.
-#[test]
-fn attach_bound_from_the_targets_cpu_set_and_the_wire() {
-    use profiler::profile::Profile;
+/// The regex route's attach (see the next test): 4.303 s of the target's CPU over a run of 10.09 s on
+/// `capacity` CPUs, 3,902 requests (3,900 answered in 5.1 ms each), 3,443 of them in a steady
+/// window of 4.4 s.
+fn regex_route_attach(capacity: f64) -> profiler::profile::Profile {
     use profiler::wire::summary::{EndpointStats, SteadyWindow};
-    let mut p = Profile::default();
+    let mut p = profiler::profile::Profile::default();
     p.meta.duration_ns = 10_086_215_718;
     p.meta.target_cpu_ns = Some(4_303_000_000);
-    p.meta.target_cpu_capacity = Some(1.0);
+    p.meta.target_cpu_capacity = Some(capacity);
     let mut w = profiler::wire::WireSummary::default();
     w.http.requests = 3902;
     w.http.endpoints = vec![EndpointStats {
@@ -209,7 +205,19 @@ fn attach_bound_from_the_targets_cpu_set_and_the_wire() {
         latency_mean_ns: 5_100_000,
     }];
     w.steady = Some(SteadyWindow { start_ns: 100_000_000, end_ns: 4_500_000_000, http_requests: 3443, endpoints: Vec::new(), pg: Default::default() });
-    p.wire = Some(w.clone());
+    p.wire = Some(w);
+    p
+}
+
+/// An attach's bound from its own measurements: an attach of 10.09 s around 5 s of `wrk -c4`
+/// on field-cases' regex route (the app pinned to one CPU) used 4.30 s of CPU for 3,902
+/// requests, 3,443 of them in a steady window of 4.4 s: 1.10 ms per request at 782 req/s is
+/// 0.86 of the one CPU under load (0.43 over the whole run, which the idle seconds dilute).
+/// On 2 CPUs the same figures are half a CPU set: the wire's latency bounds.
+#[test]
+fn attach_bound_from_the_targets_cpu_set_and_the_wire() {
+    let mut p = regex_route_attach(1.0);
+    let w = p.wire.clone().unwrap();
     let used = 4.303 / 3902.0 * (3443.0 / 4.4);
     match Bound::of_profile(&p) {
         Bound::AppCpu { used_cpus, capacity_cpus } => assert!((used_cpus - used).abs() < 1e-9 && capacity_cpus == 1.0, "{used_cpus} of {capacity_cpus}"),
@@ -247,23 +255,8 @@ fn attach_bound_from_the_targets_cpu_set_and_the_wire() {
 /// 5.0 s of CPU: 5.0 / 3902 × 782.5 = 1.003 CPUs under load, 1.003 of a 1-CPU set.
 #[test]
 fn attach_bound_from_the_database_servers_cpu() {
-    use profiler::profile::{DbServer, Profile};
-    use profiler::wire::summary::{EndpointStats, SteadyWindow};
-    let mut p = Profile::default();
-    p.meta.duration_ns = 10_086_215_718;
-    p.meta.target_cpu_ns = Some(4_303_000_000);
-    p.meta.target_cpu_capacity = Some(2.0);
-    let mut w = profiler::wire::WireSummary::default();
-    w.http.requests = 3902;
-    w.http.endpoints = vec![EndpointStats {
-        endpoint: "GET /articles".into(),
-        requests: 3902,
-        statuses: [(200, 3900)].into_iter().collect(),
-        latency_total_ns: 3900 * 5_100_000,
-        latency_mean_ns: 5_100_000,
-    }];
-    w.steady = Some(SteadyWindow { start_ns: 100_000_000, end_ns: 4_500_000_000, http_requests: 3443, endpoints: Vec::new(), pg: Default::default() });
-    p.wire = Some(w);
+    use profiler::profile::DbServer;
+    let mut p = regex_route_attach(2.0);
     let server = DbServer { port: 5432, pid: 42, command: "postgres".into(), cpu_ns: 5_000_000_000, capacity_cpus: Some(1.0) };
     p.meta.db_servers = vec![server.clone()];
     let db_used = 5.0 / 3902.0 * (3443.0 / 4.4);
