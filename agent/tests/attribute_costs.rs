@@ -488,6 +488,33 @@ fn idle_in_transaction_fires_only_with_idle_workers() {
     assert!((g.gain_pct - (10.0 / 6.0 - 1.0) * 100.0).abs() < 0.01, "{g:?}");
     assert!(fired(&transaction_profile(2000, 900_000_000), Bound::Unknown).is_none(), "fired at 2 ms per request");
     assert!(fired(&transaction_profile(4000, 100_000_000), Bound::Unknown).is_none(), "fired with the worker parked 10% of the time");
+    // The same idle time, as held checkouts outside a transaction: connection-held-idle's,
+    // not idle-in-transaction's.
+    let mut held = transaction_profile(4000, 900_000_000);
+    let db = &mut held.endpoints.as_mut().unwrap().db[0].counts;
+    (db.held_idle_ns, db.idle_in_transaction_ns) = (db.idle_in_transaction_ns, 0);
+    assert!(fired(&held, Bound::Unknown).is_none(), "idle-in-transaction fired on held checkouts");
+}
+
+/// `connection-held-idle` on the same profile with its idle time as checkouts held outside a
+/// transaction: the held time less the endpoint's on-CPU time per request (0.1 ms: 10 samples
+/// at 1 kHz over 100 requests) is the figure; 3.1 ms held fires (3.0 ms beyond the CPU), 3.05
+/// ms does not (2.95 beyond it); silent with the worker parked 10% of the run.
+#[test]
+fn connection_held_idle_counts_the_hold_beyond_the_cpu() {
+    let rules = RuleSet::builtin();
+    let fired = |held_us: u64, parked_ns: u64| {
+        let mut p = transaction_profile(0, parked_ns);
+        p.endpoints.as_mut().unwrap().db[0].counts.held_idle_ns = held_us * 100 * 1_000;
+        let opts = RankingOptions { rules: &rules, wire: p.wire.as_ref(), base_req_per_s: Some(100.0), label: "t" };
+        rank(&p, Some(100), Bound::Unknown, &opts).costs.into_iter().find(|c| c.finding.id == "connection-held-idle")
+    };
+    let f = fired(3100, 900_000_000).expect("fires at 3.1 ms held per request");
+    assert!(close(f.finding.counts_per_request["held_idle_us"], 3000.0), "{:?}", f.finding.counts_per_request);
+    assert!(f.finding.title.contains("3.00 ms per request of `GET /t`"), "{}", f.finding.title);
+    assert_eq!(f.finding.endpoints.first().map(|e| e.endpoint.as_str()), Some("GET /t"));
+    assert!(fired(3050, 900_000_000).is_none(), "fired at 2.95 ms beyond the CPU");
+    assert!(fired(4000, 100_000_000).is_none(), "fired with the worker parked 10% of the time");
 }
 
 /// `connection-per-request` on a hand-made profile of 100 requests at 1 kHz: 100 `connect`

@@ -62,6 +62,7 @@
 //! verbs = ["SELECT"]                 # ... among the shapes that start with one of these keywords (default any)
 //!
 //! [cost.transactions]                # database connections idle inside a transaction, from the wire (optional)
+//! gaps = "in_transaction"            # or "held": checkouts held with nothing sent outside a transaction, less the CPU
 //! min_idle_us_per_request = 2000.0   # fires when an endpoint's requests leave their transactions idle this long, µs each
 //! min_worker_idle_share = 0.25       # ... while the runtime's workers were parked at least this share of their time
 //!
@@ -219,6 +220,8 @@ pub struct StatementPredicate {
 /// endpoint, from the wire capture ([`crate::wire::serving::DbCounts::idle_in_transaction_ns`]).
 #[derive(Debug, Clone, Default)]
 pub struct TransactionPredicate {
+    /// Which idle gaps count: inside transactions (default) or of checkouts held outside one.
+    pub gaps: IdleGaps,
     /// Fires when an endpoint's requests leave their transactions idle at least this long, µs
     /// per request.
     pub min_idle_us_per_request: f64,
@@ -227,6 +230,20 @@ pub struct TransactionPredicate {
     /// transaction are the task's wait for a worker, not a wait of its own. Without off-CPU
     /// waits in the profile the section does not fire.
     pub min_worker_idle_share: f64,
+}
+
+/// The idle gaps a [`TransactionPredicate`] counts (`gaps = "in_transaction"` or `"held"`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdleGaps {
+    /// A connection idle inside a transaction
+    /// ([`crate::wire::serving::DbCounts::idle_in_transaction_ns`]).
+    #[default]
+    InTransaction,
+    /// A connection checked out of its pool with nothing sent, outside a transaction
+    /// ([`crate::wire::serving::DbCounts::held_idle_ns`]), less the endpoint's on-CPU time per
+    /// request (the handler's own work while it holds the connection).
+    Held,
 }
 
 /// The connection section of a [`CostRule`]: database connections set up while the service
@@ -381,6 +398,8 @@ struct ConnectionsToml {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TransactionsToml {
+    #[serde(default)]
+    gaps: IdleGaps,
     min_idle_us_per_request: f64,
     #[serde(default)]
     min_worker_idle_share: Option<f64>,
@@ -590,7 +609,7 @@ pub(super) fn parse_cost(
             if !(0.0..=1.0).contains(&share) {
                 return Err(err(Some(s.span()), format!("cost `{id}`: transactions.min_worker_idle_share must be within 0..1")));
             }
-            Some(TransactionPredicate { min_idle_us_per_request: o.min_idle_us_per_request, min_worker_idle_share: share })
+            Some(TransactionPredicate { gaps: o.gaps, min_idle_us_per_request: o.min_idle_us_per_request, min_worker_idle_share: share })
         }
     };
     let connections = match &c.connections {

@@ -158,6 +158,9 @@ pub enum EndpointMeasure {
     /// µs the database connections sat idle inside a transaction, on the wire, per endpoint
     /// ([`crate::wire::serving::DbCounts::idle_in_transaction_ns`]).
     IdleInTransaction,
+    /// µs the database connections stayed checked out with nothing sent, outside a
+    /// transaction, on the wire, per endpoint ([`crate::wire::serving::DbCounts::held_idle_ns`]).
+    HeldIdle,
 }
 
 impl EndpointMeasure {
@@ -169,6 +172,7 @@ impl EndpointMeasure {
             EndpointMeasure::Executions => "statement executions on the wire, joined to requests by the order of the calls, the rest split as the joined ones",
             EndpointMeasure::RoundTrips => "round trips on the wire, joined to requests by the order of the calls, the rest split as the joined ones",
             EndpointMeasure::IdleInTransaction => "µs idle in transaction on the wire, counted for the round trip that ended each idle gap, joined to requests by the order of the calls, the rest split as the joined ones",
+            EndpointMeasure::HeldIdle => "µs a checkout held its connection with nothing sent on the wire, counted for the round trip that began each gap, joined to requests by the order of the calls, the rest split as the joined ones",
         }
     }
 
@@ -179,6 +183,7 @@ impl EndpointMeasure {
             EndpointMeasure::Executions => "executions",
             EndpointMeasure::RoundTrips => "round trips",
             EndpointMeasure::IdleInTransaction => "µs idle in transaction",
+            EndpointMeasure::HeldIdle => "µs held idle",
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::catalog::{ConnectionPredicate, CostRule, OffCpuPredicate, OnCpuPredicate, StatementPredicate, TransactionPredicate};
+use super::catalog::{ConnectionPredicate, CostRule, IdleGaps, OffCpuPredicate, OnCpuPredicate, StatementPredicate, TransactionPredicate};
 use super::costs::{Confidence, Ctx, Finding, FrameSamples};
 
 /// Role indices (into [`super::layers::Attribution::role_names`]) for role names; `None`
@@ -292,16 +292,20 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
     if let Some(Some(t)) = &txn {
         figures.insert("idle_ms".into(), num(t.idle_us_per_request / 1e3));
         figures.insert("endpoint".into(), format!("`{}`", t.endpoint));
-        f.counts_per_request.insert("idle_in_transaction_us".into(), t.idle_us_per_request);
+        f.counts_per_request.insert(if t.held { "held_idle_us" } else { "idle_in_transaction_us" }.into(), t.idle_us_per_request);
         if let Some(l) = t.latency_us.filter(|&l| l > 0.0) {
             figures.insert("latency_share".into(), format!("{:.0}%", 100.0 * t.idle_us_per_request / l));
         }
+        let (total_s, n) = (t.idle_us_per_request * t.requests as f64 / 1e6, t.requests);
+        let what = if t.held {
+            format!("a database connection checked out of the pool with nothing sent, outside a transaction, beyond the endpoint's on-CPU time ({total_s:.1} s over {n} requests; each gap from a statement's answer to the checkout's next statement or the pool's ping on release, on connections whose pool pings before each checkout and on release)")
+        } else {
+            format!("a database connection idle inside a transaction ({total_s:.1} s over {n} requests; each gap from a round trip's answer that left the transaction open to the connection's next message)")
+        };
         f.evidence.push(format!(
-            "wire: {:.1} ms per request of `{}` with a database connection idle inside a transaction ({:.1} s over {} requests; each gap from a round trip's answer that left the transaction open to the connection's next message){}",
+            "wire: {:.1} ms per request of `{}` with {what}{}",
             t.idle_us_per_request / 1e3,
             t.endpoint,
-            t.idle_us_per_request * t.requests as f64 / 1e6,
-            t.requests,
             t.latency_us.filter(|&l| l > 0.0).map_or(String::new(), |l| format!(", against a mean latency of {:.1} ms", l / 1e3))
         ));
         f.evidence.push(format!(
@@ -315,7 +319,11 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
         if let Some(rest) = t.rest_us {
             f.db_latency_us_per_request = Some((rest - t.idle_us_per_request).clamp(0.0, t.idle_us_per_request));
         }
-        ctx.set_db_payers(&mut f, super::costs::EndpointMeasure::IdleInTransaction, |c| c.idle_in_transaction_ns / 1_000);
+        if t.held {
+            ctx.set_db_payers(&mut f, super::costs::EndpointMeasure::HeldIdle, |c| c.held_idle_ns / 1_000);
+        } else {
+            ctx.set_db_payers(&mut f, super::costs::EndpointMeasure::IdleInTransaction, |c| c.idle_in_transaction_ns / 1_000);
+        }
     }
     if let Some(Some(c)) = &conns {
         figures.insert("setups".into(), num(c.per_request));
@@ -510,6 +518,8 @@ fn connections(ctx: &Ctx<'_>, p: &ConnectionPredicate) -> Option<ConnectionHit> 
 struct TransactionHit {
     endpoint: String,
     requests: u64,
+    /// The gaps are of checkouts held outside a transaction ([`IdleGaps::Held`]).
+    held: bool,
     /// Idle in transaction per request of the endpoint, µs.
     idle_us_per_request: f64,
     /// The endpoint's mean latency on the wire, µs.
@@ -530,23 +540,38 @@ struct TransactionHit {
 /// or without off-CPU waits of a runtime worker (the workers' idle time is then unknown).
 fn transactions(ctx: &Ctx<'_>, p: &TransactionPredicate) -> Option<TransactionHit> {
     let join = ctx.profile.endpoints.as_ref()?;
-    let (idle_ns, name, requests) = join
+    let held = p.gaps == IdleGaps::Held;
+    let gap_ns = |c: &crate::wire::serving::DbCounts| if held { c.held_idle_ns } else { c.idle_in_transaction_ns };
+    let rows = super::endpoints::breakdown(ctx.profile, ctx.attr, ctx.profile.wire.as_ref());
+    let row_of = |name: &str| rows.iter().find(|r| r.endpoint == name);
+    // Idle µs per request: a held checkout's gaps less the endpoint's own CPU per request
+    // (what its handler did while holding the connection).
+    let idle_of = |ns: u64, name: &str, requests: u64| {
+        let us = ns as f64 / 1e3 / requests as f64;
+        if held {
+            (us - row_of(name).and_then(|r| r.cpu_us_per_request).unwrap_or(0.0)).max(0.0)
+        } else {
+            us
+        }
+    };
+    let (idle_us_per_request, name, requests) = join
         .db
         .iter()
         .filter_map(|d| {
             let name = join.endpoints.get(d.endpoint as usize)?;
             let requests = ctx.endpoint_requests(name);
-            (requests >= MIN_ENDPOINT_REQUESTS && d.counts.idle_in_transaction_ns > 0).then_some((d.counts.idle_in_transaction_ns, name, requests))
+            let ns = gap_ns(&d.counts);
+            (requests >= MIN_ENDPOINT_REQUESTS && ns > 0).then(|| (idle_of(ns, name, requests), name, requests))
         })
-        .max_by(|a, b| (a.0 as f64 / a.2 as f64).total_cmp(&(b.0 as f64 / b.2 as f64)))?;
+        .max_by(|a, b| a.0.total_cmp(&b.0))?;
     let worker_idle_share = worker_idle_share(ctx)?;
-    let idle_us_per_request = idle_ns as f64 / 1e3 / requests as f64;
-    let row = super::endpoints::breakdown(ctx.profile, ctx.attr, ctx.profile.wire.as_ref()).into_iter().find(|r| &r.endpoint == name);
+    let row = row_of(name);
     Some(TransactionHit {
         endpoint: name.clone(),
         requests,
+        held,
         idle_us_per_request,
-        latency_us: row.as_ref().and_then(|r| r.latency_us),
+        latency_us: row.and_then(|r| r.latency_us),
         rest_us: row.and_then(|r| r.rest_us_per_request),
         worker_idle_share,
         fires: idle_us_per_request >= p.min_idle_us_per_request && worker_idle_share >= p.min_worker_idle_share,

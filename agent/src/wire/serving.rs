@@ -75,6 +75,7 @@ struct DbAcc {
     /// Of `round_trips`, those split to it from the round trips joined to no request.
     estimated_round_trips: u64,
     idle_in_transaction_ns: u64,
+    held_idle_ns: u64,
     connection_setups: u64,
     connection_setup_ns: u64,
 }
@@ -83,6 +84,7 @@ impl DbAcc {
     fn add(&mut self, r: &RtRec, shapes: &[u32]) {
         self.round_trips += 1;
         self.idle_in_transaction_ns += r.idle_in_transaction_ns;
+        self.held_idle_ns += r.held_idle_ns;
         if r.answered {
             self.answered += 1;
             self.latency_total_ns += r.latency_ns;
@@ -107,6 +109,7 @@ impl DbAcc {
             statements,
             estimated_round_trips: self.estimated_round_trips,
             idle_in_transaction_ns: self.idle_in_transaction_ns,
+            held_idle_ns: self.held_idle_ns,
             connection_setups: self.connection_setups,
             connection_setup_ns: self.connection_setup_ns,
         }
@@ -129,6 +132,11 @@ struct RtRec {
     /// previous round trip, whose ReadyForQuery said "in a transaction" (`T` or `E`), to its
     /// first message, ns; 0 outside a transaction.
     idle_in_transaction_ns: u64,
+    /// Time its connection stayed checked out of the pool after its answer with nothing sent,
+    /// outside a transaction, ns (see [`DbCounts::held_idle_ns`]); set when the connection's
+    /// next round trip is decoded, kept only for connections whose pool pings before a
+    /// checkout and on release.
+    held_idle_ns: u64,
 }
 
 /// What a thread's last socket call leaves for its next one.
@@ -166,6 +174,9 @@ struct PgConn {
     in_transaction_since: Option<u64>,
     /// Its start-up's time, ns, until its first round trip takes it.
     setup_ns: Option<u64>,
+    /// Its last round trip: index in `round_trips`, when recorded; the end of its answer, ns;
+    /// whether it was a ping; whether its answer left the connection outside a transaction.
+    previous: Option<(Option<usize>, u64, bool, bool)>,
 }
 
 /// Union-find over requests and round trips (see the module doc).
@@ -247,6 +258,9 @@ pub struct ServingTimeline {
     /// Statement shapes seen, interned.
     shape_ids: HashMap<StatementShape, u32, RandomState>,
     shapes: Vec<StatementShape>,
+    /// Per connection index: a ping followed by a ping with no statement between was seen on
+    /// it (its pool pings on release and before a checkout: the checkouts are delimited).
+    delimited: Vec<bool>,
 }
 
 impl ServingTimeline {
@@ -350,6 +364,27 @@ impl ServingTimeline {
         if matches!(rt.status, Some(TransactionStatus::InTransaction | TransactionStatus::Failed)) {
             conn.in_transaction_since = rt.end_ns;
         }
+        let ping = rt.kind == RoundTripKind::Ping;
+        // The gap since the connection's previous answer, when its checkout still held it: a
+        // statement's answer, outside a transaction, followed by the next statement of the
+        // checkout or by the pool's ping on release (the checkout's end). Which it was is
+        // known at the end, from whether the connection's checkouts are delimited by pings.
+        let previous = conn.previous.take();
+        if let Some((rec, end, prev_ping, outside)) = previous {
+            if prev_ping && ping {
+                let i = index as usize;
+                if self.delimited.len() <= i {
+                    self.delimited.resize(i + 1, false);
+                }
+                self.delimited[i] = true;
+            }
+            if let (Some(rec), false, true) = (rec, prev_ping, outside) {
+                if let Some(r) = self.round_trips.get_mut(rec) {
+                    r.held_idle_ns = rt.start_ns.saturating_sub(end);
+                }
+            }
+        }
+        let outside = matches!(rt.status, Some(TransactionStatus::Idle));
         // A round trip whose sends were not seen (pipelined after the previous one, or begun
         // before the capture) is taken for the previous one's task.
         let node = match conn.open.take().or(conn.last) {
@@ -377,12 +412,17 @@ impl ServingTimeline {
             conn: index,
             start: start as u32,
             len: (self.shape_list.len() - start) as u16,
-            ping: rt.kind == RoundTripKind::Ping,
+            ping,
             answered: latency.is_some(),
             latency_ns: latency.unwrap_or(0),
             idle_in_transaction_ns,
+            held_idle_ns: 0,
         };
-        if node.is_some() && self.round_trips.len() < MAX_ROUND_TRIPS {
+        let recorded = node.is_some() && self.round_trips.len() < MAX_ROUND_TRIPS;
+        if let (Some(c), Some(end)) = (self.pg.get_mut(&rt.socket), rt.end_ns) {
+            c.previous = Some((recorded.then_some(self.round_trips.len()), end, ping, outside));
+        }
+        if recorded {
             if let Some(ns) = setup_ns {
                 self.setups.push((self.round_trips.len() as u32, ns));
             }
@@ -449,6 +489,14 @@ impl ServingTimeline {
                 })
             })
             .collect();
+        // Held gaps count only on connections whose checkouts the pings delimit: elsewhere a
+        // statement's answer followed by the next statement may be two checkouts, with the
+        // connection idle in the pool between.
+        for r in &mut self.round_trips {
+            if !self.delimited.get(r.conn as usize).copied().unwrap_or(false) {
+                r.held_idle_ns = 0;
+            }
+        }
         let join = &mut self.join;
         let roots: Vec<u32> = self.round_trips.iter().map(|r| join.find(r.node)).collect();
         let joined: Vec<u32> = roots
@@ -642,6 +690,16 @@ pub struct DbCounts {
     /// transaction`), summed, ns. Each gap counts for the round trip that ends it.
     #[serde(default)]
     pub idle_in_transaction_ns: u64,
+    /// Time a checkout held its connection with nothing sent, outside a transaction, summed,
+    /// ns: from a statement's answer to the checkout's next statement or to the pool's ping on
+    /// release (a connection kept across an `.await` on something else, which the pool's
+    /// other requests wait for). Counted for the round trip that began each gap, only on
+    /// connections whose pool pings before each checkout and on release (sqlx's defaults),
+    /// where those pings delimit the checkouts: a ping answered and followed by another ping
+    /// was seen on the connection. 0 elsewhere: the wire cannot tell a held connection from an
+    /// idle one in the pool.
+    #[serde(default)]
+    pub held_idle_ns: u64,
     /// Connections set up for these requests (PostgreSQL start-ups, each counted with its
     /// connection's first round trip).
     #[serde(default)]
@@ -799,6 +857,35 @@ mod tests {
         assert_eq!(s.db.len(), 1);
         assert_eq!(s.db[0].counts.idle_in_transaction_ns, 5 + 1855 + 5);
         assert_eq!(s.db_unattributed.idle_in_transaction_ns, 0);
+    }
+
+    /// Checkouts held with nothing sent: on a connection whose pool pings before each checkout
+    /// and on release (a ping followed by a ping), the gaps from a statement's answer to the
+    /// checkout's next statement (1,000 ns) and to the release ping (2,000 ns) count; the
+    /// gap after a ping does not (the connection may sit in the pool after it). On a
+    /// connection without pings the same gaps may be the pool's idle time: they count nothing.
+    #[test]
+    fn held_checkouts_count_only_where_pings_delimit_them() {
+        use TransactionStatus::Idle;
+        let mut t = ServingTimeline::default();
+        t.observe(&chunk(50, 7, 1, Protocol::Http, Direction::Rx), Some(("GET", "/held")));
+        for (ts, text) in [(100, None), (200, Some("SELECT a")), (1215, Some("SELECT b")), (3230, None), (5000, None), (5100, Some("SELECT c"))] {
+            t.observe(&chunk(ts, 7, 70, Protocol::Postgres, Direction::Tx), None);
+            t.observe(&chunk(ts + 10, 7, 70, Protocol::Postgres, Direction::Rx), None);
+            match text {
+                Some(text) => t.round_trip(&rt_status(70, ts, &[text], Idle)),
+                None => t.round_trip(&rt(70, ts, &[])),
+            }
+        }
+        for ts in [100, 5000] {
+            t.observe(&chunk(ts, 8, 71, Protocol::Postgres, Direction::Tx), None);
+            t.observe(&chunk(ts + 10, 8, 71, Protocol::Postgres, Direction::Rx), None);
+            t.round_trip(&rt_status(71, ts, &["SELECT d"], Idle));
+        }
+        t.observe(&chunk(6000, 7, 1, Protocol::Http, Direction::Tx), None);
+        let s = t.finish();
+        let held: u64 = s.db.iter().map(|d| d.counts.held_idle_ns).sum::<u64>() + s.db_unattributed.held_idle_ns;
+        assert_eq!(held, (1215 - 215) + (3230 - 1230));
     }
 
     /// A connection opened for one request and closed before its response: the start-up's
