@@ -43,7 +43,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 /// Every route with a request counter, in the order `/stats` lists them.
-pub const ROUTES: [&str; 26] = [
+pub const ROUTES: [&str; 28] = [
     "/case/regex-per-request",
     "/control/regex-static",
     "/case/blocking-sleep",
@@ -70,6 +70,8 @@ pub const ROUTES: [&str; 26] = [
     "/control/pooled-connection",
     "/case/transaction-across-wait",
     "/control/wait-before-transaction",
+    "/case/connection-across-wait",
+    "/control/wait-before-connection",
 ];
 
 /// Items an order of the database routes has: `/case/n-plus-one` runs one `SELECT` for the
@@ -126,6 +128,11 @@ struct Stats {
     /// Time `/case/connect-per-request` spent opening its connections, ns (the app's own
     /// clock around `PgConnection::connect_with`), and the connections it opened.
     connect: (AtomicU64, AtomicU64),
+    /// Per route of `/case/connection-across-wait` and `/control/wait-before-connection`: the
+    /// time their checkouts held a pooled connection outside its two statements, ns (the app's
+    /// own clock: from `acquire` returning to the connection's drop, less the time inside each
+    /// statement's `fetch_one`), and the checkouts.
+    held: [(AtomicU64, AtomicU64); 2],
 }
 
 impl Stats {
@@ -219,7 +226,10 @@ pub fn try_app(db: Option<sqlx::PgPool>) -> anyhow::Result<Router> {
         .route("/case/transaction-across-wait", get(transaction_across_wait))
         .route("/control/wait-before-transaction", get(wait_before_transaction))
         .route("/stats", get(stats))
+        .route("/case/connection-across-wait", get(connection_across_wait))
+        .route("/control/wait-before-connection", get(wait_before_connection))
         .route("/stats/connect", get(connect_stats))
+        .route("/stats/held", get(held_stats))
         .with_state(state))
 }
 
@@ -238,6 +248,17 @@ async fn stats(State(st): State<Shared>) -> Json<serde_json::Value> {
 async fn connect_stats(State(st): State<Shared>) -> Json<serde_json::Value> {
     let (ns, n) = &st.stats.connect;
     Json(json!({ "connections": n.load(Ordering::Relaxed), "connect_ns": ns.load(Ordering::Relaxed) }))
+}
+
+/// `{"case": {"checkouts": N, "held_ns": T}, "control": {...}}`: what the checkouts of
+/// `/case/connection-across-wait` and `/control/wait-before-connection` held their pooled
+/// connection outside their statements since start, by the app's own clock.
+async fn held_stats(State(st): State<Shared>) -> Json<serde_json::Value> {
+    let one = |i: usize| {
+        let (ns, n) = &st.stats.held[i];
+        json!({ "checkouts": n.load(Ordering::Relaxed), "held_ns": ns.load(Ordering::Relaxed) })
+    };
+    Json(json!({ "case": one(0), "control": one(1) }))
 }
 
 // ---- 1. regex -----------------------------------------------------------------------------
@@ -783,6 +804,55 @@ async fn wait_before_transaction(State(st): State<Shared>) -> Response {
     let Some(db) = &st.db else { return no_db() };
     let order = order_of(st.stats.hit(25));
     order_in_transaction(db, order, false).await
+}
+
+// ---- /case/connection-across-wait, /control/wait-before-connection -------------------------
+
+/// A pooled connection, [`ORDER_ITEMS`], then (when `wait_inside`) [`TRANSACTION_WAIT`] with
+/// the connection still checked out (no transaction), then [`ORDER_TOTAL`] and the connection
+/// back to the pool; else the wait before the checkout. The checkout's time outside its two
+/// statements goes to `held[slot]`.
+async fn order_on_held_connection(st: &AppState, db: &sqlx::PgPool, order: i32, wait_inside: bool, slot: usize) -> Response {
+    if !wait_inside {
+        tokio::time::sleep(TRANSACTION_WAIT).await;
+    }
+    let result: Result<(i64, i64), sqlx::Error> = async {
+        let mut conn = db.acquire().await?;
+        let held = std::time::Instant::now();
+        let t = std::time::Instant::now();
+        let (items,): (i64,) = sqlx::query_as(ORDER_ITEMS).bind(order).fetch_one(&mut *conn).await?;
+        let mut in_statements = t.elapsed();
+        if wait_inside {
+            tokio::time::sleep(TRANSACTION_WAIT).await;
+        }
+        let t = std::time::Instant::now();
+        let (_, total): (i64, i64) = sqlx::query_as(ORDER_TOTAL).bind(order).fetch_one(&mut *conn).await?;
+        in_statements += t.elapsed();
+        drop(conn);
+        let (ns, n) = &st.stats.held[slot];
+        ns.fetch_add(held.elapsed().saturating_sub(in_statements).as_nanos() as u64, Ordering::Relaxed);
+        n.fetch_add(1, Ordering::Relaxed);
+        Ok((items, total))
+    }
+    .await;
+    match result {
+        Ok((items, total)) => Json(serde_json::json!({ "order": order, "items": items, "total_cents": total })).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+/// The order's two reads on one pooled connection kept checked out across [`TRANSACTION_WAIT`].
+async fn connection_across_wait(State(st): State<Shared>) -> Response {
+    let Some(db) = &st.db else { return no_db() };
+    let order = order_of(st.stats.hit(26));
+    order_on_held_connection(&st, db, order, true, 0).await
+}
+
+/// The same wait before the checkout.
+async fn wait_before_connection(State(st): State<Shared>) -> Response {
+    let Some(db) = &st.db else { return no_db() };
+    let order = order_of(st.stats.hit(27));
+    order_on_held_connection(&st, db, order, false, 1).await
 }
 
 #[cfg(test)]
