@@ -55,7 +55,7 @@ pub const MAX_CHANGES: usize = 4_000_000;
 /// later ones join nothing.
 pub const MAX_NODES: usize = 4_000_000;
 
-/// Most round trips recorded for the join (32 bytes each, about 64 MB); later ones count for
+/// Most round trips recorded for the join (40 bytes each, about 80 MB); later ones count for
 /// no request.
 pub const MAX_ROUND_TRIPS: usize = 2_000_000;
 
@@ -174,9 +174,20 @@ struct PgConn {
     in_transaction_since: Option<u64>,
     /// Its start-up's time, ns, until its first round trip takes it.
     setup_ns: Option<u64>,
-    /// Its last round trip: index in `round_trips`, when recorded; the end of its answer, ns;
-    /// whether it was a ping; whether its answer left the connection outside a transaction.
-    previous: Option<(Option<usize>, u64, bool, bool)>,
+    /// Its last answered round trip.
+    previous: Option<Previous>,
+}
+
+/// A connection's last answered round trip, for the gap before its next one.
+#[derive(Debug, Clone, Copy)]
+struct Previous {
+    /// Its index in `round_trips`, when recorded.
+    rec: Option<usize>,
+    /// The end of its answer, ns.
+    end_ns: u64,
+    ping: bool,
+    /// Its answer left the connection outside a transaction (ReadyForQuery `I`).
+    outside: bool,
 }
 
 /// Union-find over requests and round trips (see the module doc).
@@ -369,18 +380,17 @@ impl ServingTimeline {
         // statement's answer, outside a transaction, followed by the next statement of the
         // checkout or by the pool's ping on release (the checkout's end). Which it was is
         // known at the end, from whether the connection's checkouts are delimited by pings.
-        let previous = conn.previous.take();
-        if let Some((rec, end, prev_ping, outside)) = previous {
-            if prev_ping && ping {
+        if let Some(prev) = conn.previous.take() {
+            if prev.ping && ping {
                 let i = index as usize;
                 if self.delimited.len() <= i {
                     self.delimited.resize(i + 1, false);
                 }
                 self.delimited[i] = true;
             }
-            if let (Some(rec), false, true) = (rec, prev_ping, outside) {
+            if let (Some(rec), false, true) = (prev.rec, prev.ping, prev.outside) {
                 if let Some(r) = self.round_trips.get_mut(rec) {
-                    r.held_idle_ns = rt.start_ns.saturating_sub(end);
+                    r.held_idle_ns = rt.start_ns.saturating_sub(prev.end_ns);
                 }
             }
         }
@@ -420,7 +430,7 @@ impl ServingTimeline {
         };
         let recorded = node.is_some() && self.round_trips.len() < MAX_ROUND_TRIPS;
         if let (Some(c), Some(end)) = (self.pg.get_mut(&rt.socket), rt.end_ns) {
-            c.previous = Some((recorded.then_some(self.round_trips.len()), end, ping, outside));
+            c.previous = Some(Previous { rec: recorded.then_some(self.round_trips.len()), end_ns: end, ping, outside });
         }
         if recorded {
             if let Some(ns) = setup_ns {
