@@ -520,7 +520,8 @@ struct TransactionHit {
     requests: u64,
     /// The gaps are of checkouts held outside a transaction ([`IdleGaps::Held`]).
     held: bool,
-    /// Idle in transaction per request of the endpoint, µs.
+    /// Idle time per request of the endpoint, µs: inside transactions, or, for held
+    /// checkouts, their gaps less the endpoint's on-CPU time.
     idle_us_per_request: f64,
     /// The endpoint's mean latency on the wire, µs.
     latency_us: Option<f64>,
@@ -532,9 +533,10 @@ struct TransactionHit {
     fires: bool,
 }
 
-/// The endpoint whose requests leave database transactions idle longest (from the endpoint
-/// join's [`crate::wire::serving::DbCounts::idle_in_transaction_ns`], endpoints with
-/// [`MIN_ENDPOINT_REQUESTS`] or more), and whether it fires: at least
+/// The endpoint whose requests leave database connections idle longest (from the endpoint
+/// join's [`crate::wire::serving::DbCounts::idle_in_transaction_ns`], or for
+/// [`IdleGaps::Held`] its [`crate::wire::serving::DbCounts::held_idle_ns`] less the endpoint's
+/// on-CPU time; endpoints with [`MIN_ENDPOINT_REQUESTS`] or more), and whether it fires: at least
 /// `min_idle_us_per_request` per request while the runtime's workers were parked at least
 /// `min_worker_idle_share` of their time. `None` without an endpoint join, without idle time,
 /// or without off-CPU waits of a runtime worker (the workers' idle time is then unknown).
