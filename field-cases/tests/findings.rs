@@ -604,7 +604,8 @@ fn held_by_app(app: &App, slot: &str) -> (u64, u64) {
 /// (`TRANSACTION_WAIT`): `connection-held-idle` fires with its held time per request within
 /// 25% of the app's own clock (from `acquire` returning to the drop, less the statements),
 /// names the endpoint that pays it, and stays silent on the same wait before the checkout;
-/// `idle-in-transaction` fires on neither (no transaction is open).
+/// `idle-in-transaction` fires on neither (no transaction is open). Each endpoint's latency on
+/// the wire is checked against wrk's.
 #[test]
 fn connection_held_idle() {
     if skip_unless_root() {
@@ -629,6 +630,13 @@ fn connection_held_idle() {
             p.wrk.mean_latency_ms
         );
         assert!(!got.contains(&"idle-in-transaction".to_string()), "idle-in-transaction fired without a transaction on {route}: {got:?}");
+        // The endpoint's latency on the wire (request head read to response written) against
+        // wrk's (which adds the client, loopback and the kernel's queues): never above it,
+        // and most of it at this load (0.93-0.985 of it here).
+        let row = p.ranking["endpoints"].as_array().and_then(|e| e.iter().find(|e| e["endpoint"] == format!("GET {route}"))).unwrap_or_else(|| panic!("no endpoint row for {route}"));
+        let wire_ms = row["latency_us"].as_f64().expect("the endpoint's latency") / 1e3;
+        println!("  latency: wire {wire_ms:.3} ms, wrk {:.3} ms ({:.3} of it)", p.wrk.mean_latency_ms, wire_ms / p.wrk.mean_latency_ms);
+        assert!(wire_ms <= 1.02 * p.wrk.mean_latency_ms && wire_ms >= 0.7 * p.wrk.mean_latency_ms, "the wire's {wire_ms:.3} ms against wrk's {:.3} ms", p.wrk.mean_latency_ms);
         if !fires {
             if let Some((req_per_s, predicted)) = case {
                 println!("  moving the wait before the checkout: predicted {predicted:+.1}%, measured {:+.1}% (wrk, one run each)", 100.0 * (p.wrk.req_per_s / req_per_s - 1.0));
