@@ -745,7 +745,12 @@ impl Collector {
         // counted up to the last reading of the run loop (at most a second before the end).
         let cpu_at_end = target.cpu_time_ns().or(self.cpu_last_seen);
         let db_servers = match (&self.processes_at_start, &wire_report) {
-            (Some(start), Some(report)) if !report.pg_server_ports.is_empty() => db_server::measure(start, target.main_pid, &report.pg_server_ports),
+            // The target's processes now (a cgroup's first process may have been a runtime's
+            // short-lived helper), then its main one.
+            (Some(start), Some(report)) if !report.pg_server_ports.is_empty() => {
+                let pids = target.pids().unwrap_or_default();
+                db_server::measure(start, pids.into_iter().chain([target.main_pid]), &report.pg_server_ports)
+            }
             _ => Vec::new(),
         };
 
