@@ -447,12 +447,18 @@ fn attach_throughput_is_the_steady_windows() {
 /// a tokio worker serving it, a park of the same worker lasting `parked_ns`, and
 /// `idle_us_per_request` of idle time in transactions joined to the endpoint.
 fn transaction_profile(idle_us_per_request: u64, parked_ns: u64) -> Profile {
+    transaction_profile_with(
+        idle_us_per_request,
+        &format!("off 1 {parked_ns} tokio::runtime::scheduler::multi_thread::worker::run;tokio::runtime::scheduler::multi_thread::worker::Context::park;std::thread::park\n"),
+    )
+}
+
+/// [`transaction_profile`] with the worker's off-CPU waits given as `off` lines.
+fn transaction_profile_with(idle_us_per_request: u64, off: &str) -> Profile {
     use profiler::profile::EndpointSamples;
     use profiler::wire::serving::{DbCounts, EndpointDb};
     use profiler::wire::summary::{EndpointStats, HttpSummary};
-    let text = format!(
-        "frequency_hz 1000\non 10 tokio::runtime::scheduler::multi_thread::worker::run;myapp::handler\noff 1 {parked_ns} tokio::runtime::scheduler::multi_thread::worker::run;tokio::runtime::scheduler::multi_thread::worker::Context::park;std::thread::park\n"
-    );
+    let text = format!("frequency_hz 1000\non 10 tokio::runtime::scheduler::multi_thread::worker::run;myapp::handler\n{off}");
     let (mut p, _) = parse("transactions", &text);
     p.meta.duration_ns = 1_000_000_000;
     p.on_cpu[0].endpoints = vec![(0, 10)];
@@ -515,6 +521,35 @@ fn connection_held_idle_counts_the_hold_beyond_the_cpu() {
     assert_eq!(f.finding.endpoints.first().map(|e| e.endpoint.as_str()), Some("GET /t"));
     assert!(fired(3050, 900_000_000).is_none(), "fired at 2.95 ms beyond the CPU");
     assert!(fired(4000, 100_000_000).is_none(), "fired with the worker parked 10% of the time");
+}
+
+/// The workers' parked share when their off-CPU stacks stop short of the worker's loop (a
+/// build without frame pointers: the user walk ends at the libc wrapper): their waits in
+/// `epoll_wait` and futexes count (900 ms + 50 ms of the 1 s run), a wait in `nanosleep` does
+/// not (a blocking call), and `connection-held-idle` fires as it does on walked stacks. With
+/// one wait walked to the worker's loop, only `runtime-park` frames count (none here: 0%).
+#[test]
+fn worker_idle_share_from_kernel_calls_without_frame_pointers() {
+    let rules = RuleSet::builtin();
+    let short = "off 1 900000000 [truncated];epoll_wait;entry_SYSCALL_64_after_hwframe_[k];do_syscall_64_[k];__x64_sys_epoll_wait_[k];do_epoll_wait_[k];schedule_[k]\n\
+                 off 1 50000000 [truncated];syscall;entry_SYSCALL_64_after_hwframe_[k];__x64_sys_futex_[k];futex_wait_[k];schedule_[k]\n\
+                 off 1 30000000 [truncated];clock_nanosleep;entry_SYSCALL_64_after_hwframe_[k];__x64_sys_clock_nanosleep_[k];hrtimer_nanosleep_[k];schedule_[k]\n";
+    let rank_with = |off: &str| {
+        let mut p = transaction_profile_with(0, off);
+        p.endpoints.as_mut().unwrap().db[0].counts.held_idle_ns = 4000 * 100 * 1_000;
+        let opts = RankingOptions { rules: &rules, wire: p.wire.as_ref(), base_req_per_s: Some(100.0), label: "t" };
+        rank(&p, Some(100), Bound::Unknown, &opts)
+    };
+    let r = rank_with(short);
+    let idle = r.worker_idle.expect("a parked share");
+    assert!(!idle.from_park_frames, "{idle:?}");
+    assert!(close(idle.share, 0.95), "{idle:?}");
+    assert!(r.costs.iter().any(|c| c.finding.id == "connection-held-idle"), "{:?}", r.costs.iter().map(|c| &c.finding.id).collect::<Vec<_>>());
+    let walked = format!("{short}off 1 1000 tokio::runtime::scheduler::multi_thread::worker::run;myapp::handler;std::thread::sleep\n");
+    let r = rank_with(&walked);
+    let idle = r.worker_idle.expect("a parked share");
+    assert!(idle.from_park_frames && idle.share == 0.0, "{idle:?}");
+    assert!(r.costs.iter().all(|c| c.finding.id != "connection-held-idle"));
 }
 
 /// `connection-per-request` on a hand-made profile of 100 requests at 1 kHz: 100 `connect`

@@ -56,7 +56,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use attach_support::{functions, has_fp_prologue};
 use bench::load::{Test, WrkOptions, WrkResult};
@@ -108,27 +108,7 @@ fn fp_binary() -> PathBuf {
 
 /// Builds target-app without frame pointers into `<target dir>/nofp` and returns the binary.
 fn build_nofp() -> PathBuf {
-    let target_dir = profile_dir().parent().expect("target dir").join("nofp");
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
-    let started = Instant::now();
-    let out = Command::new(&cargo)
-        .current_dir(workspace)
-        .args(["build", "--release", "-p", "target-app", "--locked", "--offline", "--target-dir"])
-        .arg(&target_dir)
-        // Replaces `[build] rustflags` of .cargo/config.toml (frame pointers forced, no
-        // shrink-wrapping): only the build id the symbolizer keys on is kept.
-        .env("CARGO_ENCODED_RUSTFLAGS", "-Clink-arg=-Wl,--build-id=sha1")
-        .env_remove("RUSTFLAGS")
-        // Replaces the config's `[env] CFLAGS` (an existing variable wins over `[env]`).
-        .env("CFLAGS", "-O2")
-        .output()
-        .expect("running cargo");
-    assert!(out.status.success(), "cargo build of the no-frame-pointer target-app failed: {}", String::from_utf8_lossy(&out.stderr));
-    eprintln!("no-frame-pointer build of target-app into {}: {:.1} s", target_dir.display(), started.elapsed().as_secs_f64());
-    let exe = target_dir.join("release/target-app");
-    assert!(exe.is_file(), "{} missing after the build", exe.display());
-    exe
+    test_support::build_without_frame_pointers("target-app", &profile_dir().parent().expect("target dir").join("nofp"))
 }
 
 /// Starts `binary` pinned to CPU 0 (`taskset` execs it: the child's pid is the app's).

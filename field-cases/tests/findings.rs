@@ -600,27 +600,64 @@ fn held_by_app(app: &App, slot: &str) -> (u64, u64) {
     (v[slot]["checkouts"].as_u64().expect("checkouts"), v[slot]["held_ns"].as_u64().expect("held_ns"))
 }
 
+/// CPU time of every thread of `pid` (utime + stime), ns.
+fn process_cpu_ns(pid: u32) -> u64 {
+    profiler::sys::stat::read(pid).unwrap_or_else(|| panic!("no /proc/{pid}/stat")).cpu_ns()
+}
+
 /// A pooled connection kept checked out across a 5 ms wait outside any transaction
 /// (`TRANSACTION_WAIT`): `connection-held-idle` fires with its held time per request within
 /// 25% of the app's own clock (from `acquire` returning to the drop, less the statements),
 /// names the endpoint that pays it, and stays silent on the same wait before the checkout;
 /// `idle-in-transaction` fires on neither (no transaction is open). Each endpoint's latency on
-/// the wire is checked against wrk's.
+/// the wire is checked against wrk's, and the workers' parked share (the findings' gate)
+/// against the app's CPU time from /proc.
 #[test]
 fn connection_held_idle() {
     if skip_unless_root() {
         return;
     }
     let (pg, _url, app) = app_with_statement_counts();
+    held_idle_case(&app, true);
+    drop(app);
+    pg.stop().expect("stop postgres");
+}
+
+/// [`connection_held_idle`] on field-cases built as a user's service is by default: without
+/// frame pointers. Off-CPU stacks are walked by frame pointers, so the workers' waits no
+/// longer show the runtime's park: the gate counts their waits in `epoll_wait` and futexes
+/// instead, and must read what /proc says.
+#[test]
+fn connection_held_idle_without_frame_pointers() {
+    if skip_unless_root() {
+        return;
+    }
+    let target = common::release_bin("field-cases").parent().and_then(std::path::Path::parent).expect("target dir").join("nofp");
+    let bin = test_support::build_without_frame_pointers("field-cases", &target);
+    let (pg, url, app) = app_with_statement_counts();
+    drop(app);
+    let app = App::start_binary_with_db(&bin, &url);
+    held_idle_case(&app, false);
+    drop(app);
+    pg.stop().expect("stop postgres");
+}
+
+/// The checks of [`connection_held_idle`] on `app`; `park_frames`: whether the workers' idle
+/// share must come from the runtime's park frames (a frame-pointer build) or from the kernel
+/// calls they wait in.
+fn held_idle_case(app: &App, park_frames: bool) {
     let wait_ms = field_cases::TRANSACTION_WAIT.as_secs_f64() * 1e3;
     // The case's req/s and predicted gain, printed beside what the control (the wait moved
     // before the checkout) measured: a figure for a person, not an assertion (timing).
     let mut case: Option<(f64, f64)> = None;
     for (route, slot, fires) in [("/case/connection-across-wait", "case", true), ("/control/wait-before-connection", "control", false)] {
         common::wrk(&app.url(route), 2, 8);
-        let before = held_by_app(&app, slot);
-        let p = profile(&app, route, PROFILE_SECS, &[]);
-        let after = held_by_app(&app, slot);
+        let before = held_by_app(app, slot);
+        let cpu_before = process_cpu_ns(app.pid);
+        let spawned = std::time::Instant::now();
+        let (p, _, before_load) = common::profile_routes_during(app, &[route], PROFILE_SECS, &[], || spawned.elapsed());
+        let cpu_ns = process_cpu_ns(app.pid) - cpu_before;
+        let after = held_by_app(app, slot);
         let truth = (after.1 - before.1) as f64 / 1e6 / (after.0 - before.0).max(1) as f64;
         let got = ids(&p.ranking);
         println!(
@@ -629,7 +666,28 @@ fn connection_held_idle() {
             p.wrk.req_per_s,
             p.wrk.mean_latency_ms
         );
-        assert!(!got.contains(&"idle-in-transaction".to_string()), "idle-in-transaction fired without a transaction on {route}: {got:?}");
+        for silent in ["idle-in-transaction", "blocking-call-on-worker", "lock-contention"] {
+            assert!(!got.contains(&silent.to_string()), "{silent} fired on {route}: {got:?}");
+        }
+        // The gate: the workers' parked share against 1 - the app's CPU time over the run (all
+        // its threads; the 2 workers do nearly all of it). The app is idle before and after the
+        // load, so its CPU between the attach's start and end is all of it. A wait begun
+        // before the attach is not seen: each worker parked from before the attach until the
+        // load began (at most the time from spawning the profiler to starting wrk) counts as
+        // busy, so the agent may read up to that much below.
+        let idle = &p.ranking["worker_idle"];
+        let share = idle["share"].as_f64().unwrap_or_else(|| panic!("no worker_idle in the ranking: {idle}"));
+        let run_ns = p.profile_json()["meta"]["duration_ns"].as_f64().expect("duration_ns");
+        let proc_idle = 1.0 - cpu_ns as f64 / (2.0 * run_ns);
+        let unseen = before_load.as_secs_f64() * 1e9 / run_ns;
+        println!(
+            "  workers parked: {:.1}% by the agent ({idle}); 1 - CPU/(2 workers x run) = {:.1}% by /proc, less up to {:.1} points parked before the attach",
+            100.0 * share,
+            100.0 * proc_idle,
+            100.0 * unseen
+        );
+        assert_eq!(idle["from_park_frames"].as_bool(), Some(park_frames), "{idle}");
+        assert!(share <= proc_idle + 0.03 && share >= proc_idle - unseen - 0.03, "workers parked {share:.3} against {proc_idle:.3} by /proc (less up to {unseen:.3})");
         // The endpoint's latency on the wire (request head read to response written) against
         // wrk's (which adds the client, loopback and the kernel's queues): never above it,
         // and most of it at this load (0.93-0.985 of it here).
@@ -654,8 +712,6 @@ fn connection_held_idle() {
         let endpoints = f["endpoints"].as_array().unwrap_or_else(|| panic!("connection-held-idle names no endpoint: {f}"));
         assert_eq!(endpoints[0]["endpoint"], format!("GET {route}"), "{endpoints:?}");
     }
-    drop(app);
-    pg.stop().expect("stop postgres");
 }
 
 /// Two routes under load at once, each with its own cost: every finding names the endpoint

@@ -130,3 +130,32 @@ mod tests {
         assert!(!skip_unless(&[Need::Check { what: "a need every machine has", met: || true }]));
     }
 }
+
+/// Builds the workspace package `package` (whose binary has the package's name) in release
+/// mode without frame pointers into `target_dir`, and returns the binary
+/// (`<target_dir>/release/<package>`): how a user's service is built by default, which the
+/// workspace's own builds are not (`.cargo/config.toml` forces frame pointers).
+/// `CARGO_ENCODED_RUSTFLAGS` replaces the config's `[build] rustflags` (only the GNU build id
+/// the symbolizer keys on is kept) and `CFLAGS=-O2` its `[env] CFLAGS`. Builds into the same
+/// `target_dir` share their dependencies. `--offline --locked`: the workspace build has fetched
+/// them. Panics with cargo's stderr when the build fails.
+pub fn build_without_frame_pointers(package: &str, target_dir: &std::path::Path) -> std::path::PathBuf {
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
+    let started = std::time::Instant::now();
+    let out = Command::new(&cargo)
+        .current_dir(workspace)
+        .args(["build", "--release", "-p", package, "--locked", "--offline", "--target-dir"])
+        .arg(target_dir)
+        .env("CARGO_ENCODED_RUSTFLAGS", "-Clink-arg=-Wl,--build-id=sha1")
+        .env_remove("RUSTFLAGS")
+        // An existing variable wins over the config's `[env]`.
+        .env("CFLAGS", "-O2")
+        .output()
+        .expect("running cargo");
+    assert!(out.status.success(), "cargo build of {package} without frame pointers failed: {}", String::from_utf8_lossy(&out.stderr));
+    eprintln!("{package} built without frame pointers into {}: {:.1} s", target_dir.display(), started.elapsed().as_secs_f64());
+    let exe = target_dir.join("release").join(package);
+    assert!(exe.is_file(), "{} missing after the build", exe.display());
+    exe
+}

@@ -101,6 +101,10 @@ use super::rules::RuleError;
 
 /// The frame set of a runtime worker parking itself (its idle time).
 pub const RUNTIME_PARK: &str = "runtime-park";
+/// The frame set of the kernel calls a runtime worker parks in (`epoll_wait`, a futex wait):
+/// its idle time when its off-CPU user stacks stop short of the runtime's park frames (code
+/// built without frame pointers).
+pub const RUNTIME_PARK_KERNEL: &str = "runtime-park-kernel";
 /// The frame set of std, lock_api and parking_lot lock and unlock calls.
 pub const LOCK: &str = "lock";
 /// The frame set of tokio's task spawns.

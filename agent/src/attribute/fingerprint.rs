@@ -309,8 +309,9 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
             t.latency_us.filter(|&l| l > 0.0).map_or(String::new(), |l| format!(", against a mean latency of {:.1} ms", l / 1e3))
         ));
         f.evidence.push(format!(
-            "the runtime's workers were parked (idle) {:.0}% of their time: the gaps are waits of the request's own, not a queue for a worker",
-            100.0 * t.worker_idle_share
+            "the runtime's workers were parked (idle) {:.0}% of their time (from {}): the gaps are waits of the request's own, not a queue for a worker",
+            100.0 * t.worker_idle.share,
+            t.worker_idle.source()
         ));
         // What the hold costs other requests: the part of the endpoint's latency beyond its
         // CPU, its round trips and the hold itself (the wait for a connection the hold keeps
@@ -528,8 +529,8 @@ struct TransactionHit {
     /// Its latency less its on-CPU time and its round trips, µs per request
     /// ([`super::endpoints::EndpointBreakdown::rest_us_per_request`]), when both are known.
     rest_us: Option<f64>,
-    /// Share (0..1) of the runtime workers' time they spent parked.
-    worker_idle_share: f64,
+    /// The runtime workers' idle time.
+    worker_idle: WorkerIdle,
     fires: bool,
 }
 
@@ -566,7 +567,7 @@ fn transactions(ctx: &Ctx<'_>, p: &TransactionPredicate) -> Option<TransactionHi
             (requests >= MIN_ENDPOINT_REQUESTS && ns > 0).then(|| (idle_of(ns, name, requests), name, requests))
         })
         .max_by(|a, b| a.0.total_cmp(&b.0))?;
-    let worker_idle_share = worker_idle_share(ctx)?;
+    let worker_idle = worker_idle_share(ctx)?;
     let row = row_of(name);
     Some(TransactionHit {
         endpoint: name.clone(),
@@ -575,33 +576,80 @@ fn transactions(ctx: &Ctx<'_>, p: &TransactionPredicate) -> Option<TransactionHi
         idle_us_per_request,
         latency_us: row.and_then(|r| r.latency_us),
         rest_us: row.and_then(|r| r.rest_us_per_request),
-        worker_idle_share,
-        fires: idle_us_per_request >= p.min_idle_us_per_request && worker_idle_share >= p.min_worker_idle_share,
+        worker_idle,
+        fires: idle_us_per_request >= p.min_idle_us_per_request && worker_idle.share >= p.min_worker_idle_share,
     })
 }
 
-/// Share (0..1) of the runtime workers' time spent parked: their off-CPU time in waits whose
-/// stack has a `runtime-park` frame, over the run's length times the workers seen (threads of
-/// the `runtime worker` role). `None` without the frame set or without an off-CPU wait of a
-/// worker.
-pub(super) fn worker_idle_share(ctx: &Ctx<'_>) -> Option<f64> {
+/// The runtime workers' idle time ([`worker_idle_share`]).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct WorkerIdle {
+    /// Share (0..1) of the workers' time they were parked: their parked off-CPU time over the
+    /// run's length times the workers seen.
+    pub share: f64,
+    /// `true` when told by [`super::catalog::RUNTIME_PARK`] frames on their off-CPU stacks;
+    /// `false` when those stacks stop short of the worker's loop (off-CPU stacks are walked
+    /// by frame pointers, which a default release build omits) and the waits were told by
+    /// the kernel call they block in ([`super::catalog::RUNTIME_PARK_KERNEL`]).
+    pub from_park_frames: bool,
+}
+
+impl WorkerIdle {
+    /// How the share was told, for a finding's evidence.
+    pub fn source(&self) -> &'static str {
+        if self.from_park_frames {
+            "their off-CPU waits under the runtime's park"
+        } else {
+            "their off-CPU waits in the kernel calls a runtime parks in (epoll_wait, futex): their user stacks stop short of the worker's loop, without frame pointers"
+        }
+    }
+}
+
+/// Share of the runtime workers' time spent parked: their off-CPU time in waits whose stack
+/// has a `runtime-park` frame, over the run's length times the workers seen (threads of the
+/// `runtime worker` role). A wait begun before the attach is not seen (its switch-out was not
+/// recorded), so a worker parked from before the attach until the load begins counts as busy
+/// until then: the share errs low, and a finding gated on it stays silent rather than fires.
+/// (A worker preempted while runnable is not off the CPU by choice and counts as busy too.)
+/// When no off-CPU stack of a worker reaches the worker's loop (a frame of its role: the user
+/// stack was cut short, as frame-pointer walks are in code built without frame pointers), the
+/// waits in a `runtime-park-kernel` frame count instead (the runtime parks in `epoll_wait` or
+/// on a futex; so does a thread waiting for a contended lock, which the gate then counts as
+/// idle). `None` without the frame sets or without an off-CPU wait of a worker.
+pub(super) fn worker_idle_share(ctx: &Ctx<'_>) -> Option<WorkerIdle> {
     let park = ctx.rules.frame_set(super::catalog::RUNTIME_PARK)?;
     let worker = ctx.attr.role_names.iter().position(|n| n == WORKER_ROLE)?;
+    let loop_frames = &ctx.rules.thread_roles().get(worker)?.frames;
     let workers = ctx.attr.thread_roles.values().filter(|&&r| r == worker).count();
-    let mut parked_ns = 0u64;
-    let mut any = false;
+    let (mut parked_ns, mut kernel_parked_ns) = (0u64, 0u64);
+    let (mut any, mut walked) = (false, false);
+    let kernel_park = ctx.rules.frame_set(super::catalog::RUNTIME_PARK_KERNEL);
     for c in &ctx.profile.off_cpu {
         if ctx.attr.thread_roles.get(&(c.pid, c.tid)) != Some(&worker) {
             continue;
         }
         any = true;
         let Some(stack) = ctx.profile.stacks.get(c.stack as usize) else { continue };
-        if stack.frames.iter().any(|&f| park.matches(ctx.path(f))) {
+        let paths = || stack.frames.iter().map(|&f| ctx.path(f));
+        if paths().any(|p| park.matches(p)) {
             parked_ns += c.total_ns;
+        }
+        if !walked && paths().any(|p| loop_frames.iter().any(|re| re.is_match(p))) {
+            walked = true;
+        }
+        if kernel_park.is_some_and(|k| paths().any(|p| k.matches(p))) {
+            kernel_parked_ns += c.total_ns;
         }
     }
     let span = ctx.profile.meta.duration_ns as f64 * workers as f64;
-    (any && span > 0.0).then(|| (parked_ns as f64 / span).min(1.0))
+    if !any || span <= 0.0 {
+        return None;
+    }
+    if walked {
+        return Some(WorkerIdle { share: (parked_ns as f64 / span).min(1.0), from_park_frames: true });
+    }
+    kernel_park?;
+    Some(WorkerIdle { share: (kernel_parked_ns as f64 / span).min(1.0), from_park_frames: false })
 }
 
 /// A figure for a title: 3 significant digits up to 1,000, whole numbers above

@@ -421,6 +421,11 @@ pub struct Ranking {
     /// their off-CPU waits. Absent in rankings written before roles existed.
     #[serde(default)]
     pub thread_roles: Vec<RoleRow>,
+    /// The share of their time the runtime's workers were parked, and how it was told
+    /// ([`super::fingerprint::worker_idle_share`]): the gate of the findings about waits
+    /// outside the CPU. `None` without off-CPU waits of a runtime worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_idle: Option<super::fingerprint::WorkerIdle>,
     /// Database round trips per HTTP request (wire), over the window the fingerprints used.
     /// Absent without a PostgreSQL capture (and in rankings written before it existed).
     #[serde(default)]
@@ -607,6 +612,7 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         syscalls_scaled_by: profile.meta.syscall_scale_basis().map(str::to_string),
         calls_per_request: Vec::new(),
         thread_roles: role_rows(profile, &attr),
+        worker_idle: super::fingerprint::worker_idle_share(&ctx),
         db_per_request,
         endpoint_join: profile.endpoints.clone(),
         endpoints: {
@@ -931,7 +937,7 @@ pub const UNEXPLAINED_WAIT_ENDPOINTS: usize = 3;
 fn unexplained_waits(ctx: &costs::Ctx<'_>, attr: &Attribution, rows: &[super::endpoints::EndpointBreakdown]) -> Vec<Finding> {
     let Some(join) = &ctx.profile.endpoints else { return Vec::new() };
     let Some(idle) = super::fingerprint::worker_idle_share(ctx) else { return Vec::new() };
-    if idle < super::catalog::DEFAULT_MIN_WORKER_IDLE_SHARE {
+    if idle.share < super::catalog::DEFAULT_MIN_WORKER_IDLE_SHARE {
         return Vec::new();
     }
     let mut rows: Vec<(&super::endpoints::EndpointBreakdown, f64)> = rows
@@ -990,7 +996,11 @@ fn unexplained_waits(ctx: &costs::Ctx<'_>, attr: &Attribution, rows: &[super::en
                 r.db_round_trips_per_request,
                 rest / 1e3
             ));
-            f.evidence.push(format!("the runtime's workers were parked (idle) {:.0}% of their time: the rest is not a queue for a worker", 100.0 * idle));
+            f.evidence.push(format!(
+                "the runtime's workers were parked (idle) {:.0}% of their time (from {}): the rest is not a queue for a worker",
+                100.0 * idle.share,
+                idle.source()
+            ));
             if frames.is_empty() {
                 f.evidence.push(format!("none of the endpoint's {samples} samples is in a frame of the `{}` set (a timer, a pool's acquire, a semaphore, a channel, an HTTP client)", super::catalog::ASYNC_WAIT));
             } else {

@@ -216,6 +216,9 @@ pub fn markdown(r: &Ranking) -> String {
             );
         }
         let _ = writeln!(s);
+        if let Some(w) = &r.worker_idle {
+            let _ = writeln!(s, "Runtime workers parked (idle): {:.1}% of their time, from {}.\n", 100.0 * w.share, w.source());
+        }
     }
     let _ = writeln!(s, "## Layers\n");
     let _ = writeln!(s, "Self time belongs to the innermost frame's owner: the layer of the rule that claims it, else its crate (category `crate`, or `app` for the app's own), so code no rule knows is never booked to the runtime below it.\n");

@@ -116,10 +116,19 @@ impl App {
         App::start_full(2, Some(database_url))
     }
 
+    /// Starts `bin` (a build of field-cases, e.g. one without frame pointers) with 2 workers
+    /// and the database routes on `database_url`.
+    pub fn start_binary_with_db(bin: &Path, database_url: &str) -> App {
+        App::start_full_from(bin, 2, Some(database_url))
+    }
+
     fn start_full(workers: usize, database_url: Option<&str>) -> App {
+        App::start_full_from(&release_bin("field-cases"), workers, database_url)
+    }
+
+    fn start_full_from(bin: &Path, workers: usize, database_url: Option<&str>) -> App {
         let alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let bin = release_bin("field-cases");
-        let mut cmd = Command::new(&bin);
+        let mut cmd = Command::new(bin);
         if let Some(url) = database_url {
             cmd.env("DATABASE_URL", url);
         }
