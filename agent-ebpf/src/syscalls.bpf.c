@@ -32,8 +32,9 @@ struct {
 	__type(value, struct syscall_entry);
 } syscall_entries SEC(".maps");
 
-/* The current tracing window's number (key 0), from 1; written by the agent only while the
- * programs are detached. */
+/* The current tracing window's number (key 0), from 1 (0 before the first window, while the
+ * agent calibrates the tracepoints' cost: nothing is counted); written by the agent only
+ * while the programs are detached. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
@@ -66,6 +67,9 @@ int on_sys_enter(__u64 *ctx)
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
 	if (!current_is_target(tgid))
+		return 0;
+	/* Window 0: the agent calibrating the tracepoints' cost before the first window. */
+	if (current_window() == 0)
 		return 0;
 	entry = bpf_task_storage_get(&syscall_entries, bpf_get_current_task_btf(), 0,
 				     BPF_LOCAL_STORAGE_GET_F_CREATE);

@@ -42,7 +42,7 @@ use aya::{Btf, Ebpf, EbpfError, EbpfLoader};
 
 pub use dwarf::{Unwind, DEFAULT_STACK_COPY_BYTES};
 pub use syscall_names::{syscall_name, SYSCALL_NAMES_X86_64};
-pub use syscalls::{DEFAULT_SYSCALL_DUTY_PCT, WINDOW_PERIOD as SYSCALL_WINDOW_PERIOD};
+pub use syscalls::{CALIBRATION_CALLS, CALIBRATION_PAIRS, CALIBRATION_ROUNDS, DEFAULT_SYSCALL_DUTY_PCT, WINDOW_PERIOD as SYSCALL_WINDOW_PERIOD};
 
 use crate::profile::{EndpointSamples, Footprint, LostCounters, Meta, Process, ProgramCost, RawProfile, RawStack, StackLost};
 use crate::wire::serving::{Served, Serving};

@@ -56,6 +56,8 @@ pub(super) struct SyscallTracer {
     opened: Option<(Instant, u64)>,
     /// Time of the closed windows.
     traced: Duration,
+    /// [`SyscallWindows::tracepoint_tax_ns`], calibrated when the first window opened.
+    tax_ns: Option<f64>,
     /// The closed windows, `[start, end)` in ns of `CLOCK_MONOTONIC` (the wire's clock): from
     /// the attach of both programs to the start of their detach.
     spans: Vec<(u64, u64)>,
@@ -72,7 +74,7 @@ impl SyscallTracer {
             let prog: &mut RawTracePoint = program(&mut ebpf, name)?;
             prog.load().map_err(|e| load_error(name, e))?;
         }
-        Ok(SyscallTracer { ebpf, duty_pct, links: None, window: 0, opened: None, traced: Duration::ZERO, spans: Vec::new() })
+        Ok(SyscallTracer { ebpf, duty_pct, links: None, window: 0, opened: None, traced: Duration::ZERO, spans: Vec::new(), tax_ns: None })
     }
 
     /// The object (maps, run statistics).
@@ -98,41 +100,70 @@ impl SyscallTracer {
 
     /// Opens a window: a new window number, then both programs attached. A `sys_exit`
     /// without its `sys_enter` in this window is skipped by the program, so the attach
-    /// order of the pair does not matter.
+    /// order of the pair does not matter. Before the first window, calibrates
+    /// [`SyscallWindows::tracepoint_tax_ns`] (window number 0: the programs count nothing).
     pub(super) fn open(&mut self) -> Result<(), CollectError> {
         if self.links.is_some() {
             return Ok(());
+        }
+        if self.window == 0 {
+            self.tax_ns = Some(self.calibrate()?);
         }
         self.window += 1;
         let map = self.ebpf.map_mut(names::MAP_SYSCALL_WINDOW).ok_or_else(|| map_error(names::MAP_SYSCALL_WINDOW, "missing"))?;
         let mut array: Array<&mut MapData, u32> = Array::try_from(map).map_err(|e| map_error(names::MAP_SYSCALL_WINDOW, e))?;
         array.set(0, self.window, 0).map_err(|e| map_error(names::MAP_SYSCALL_WINDOW, e))?;
+        self.links = Some(self.attach_pair()?);
+        self.opened = Some((Instant::now(), super::monotonic_ns()));
+        Ok(())
+    }
+
+    fn attach_pair(&mut self) -> Result<[RawTracePointLinkId; 2], CollectError> {
         let mut links = Vec::with_capacity(2);
         for (name, tp) in [(names::PROG_ON_SYS_ENTER, names::RAW_TP_SYS_ENTER), (names::PROG_ON_SYS_EXIT, names::RAW_TP_SYS_EXIT)] {
             let prog: &mut RawTracePoint = program(&mut self.ebpf, name)?;
             links.push(prog.attach(tp).map_err(|source| CollectError::Attach { program: name, source })?);
         }
-        self.opened = Some((Instant::now(), super::monotonic_ns()));
         let exit = links.pop().expect("two links");
         let enter = links.pop().expect("two links");
-        self.links = Some([enter, exit]);
+        Ok([enter, exit])
+    }
+
+    fn detach_pair(&mut self, [enter, exit]: [RawTracePointLinkId; 2]) -> Result<(), CollectError> {
+        for (name, link) in [(names::PROG_ON_SYS_ENTER, enter), (names::PROG_ON_SYS_EXIT, exit)] {
+            let prog: &mut RawTracePoint = program(&mut self.ebpf, name)?;
+            prog.detach(link).map_err(|source| CollectError::Attach { program: name, source })?;
+        }
         Ok(())
+    }
+
+    /// [`SyscallWindows::tracepoint_tax_ns`]: [`CALIBRATION_PAIRS`] times, the agent's
+    /// `getppid(2)` timed with the pair detached, then attached ([`syscall_ns`]); the median
+    /// of the differences, at least 0. Alternating pairs keep the machine's drift (±20 ns
+    /// per call between two runs a few seconds apart here) out of the difference.
+    fn calibrate(&mut self) -> Result<f64, CollectError> {
+        let mut diffs = Vec::with_capacity(CALIBRATION_PAIRS);
+        for _ in 0..CALIBRATION_PAIRS {
+            let off = syscall_ns();
+            let links = self.attach_pair()?;
+            let on = syscall_ns();
+            self.detach_pair(links)?;
+            diffs.push(on - off);
+        }
+        diffs.sort_by(f64::total_cmp);
+        Ok(diffs[diffs.len() / 2].max(0.0))
     }
 
     /// Closes the open window (detaches both programs) and adds its time.
     pub(super) fn close(&mut self) -> Result<(), CollectError> {
-        let Some([enter, exit]) = self.links.take() else {
+        let Some(links) = self.links.take() else {
             return Ok(());
         };
         if let Some((opened, start)) = self.opened.take() {
             self.traced += opened.elapsed();
             self.spans.push((start, super::monotonic_ns()));
         }
-        for (name, link) in [(names::PROG_ON_SYS_ENTER, enter), (names::PROG_ON_SYS_EXIT, exit)] {
-            let prog: &mut RawTracePoint = program(&mut self.ebpf, name)?;
-            prog.detach(link).map_err(|source| CollectError::Attach { program: name, source })?;
-        }
-        Ok(())
+        self.detach_pair(links)
     }
 
     /// Opens or closes the window for `elapsed` time since the run started (a window is open
@@ -165,9 +196,34 @@ impl SyscallTracer {
             windows: self.window,
             traced_ns: (self.traced.as_nanos() as u64).min(run.as_nanos() as u64),
             request_share: None,
+            tracepoint_tax_ns: self.tax_ns,
         };
         Ok((stats, windows))
     }
+}
+
+/// Detached-then-attached pairs of the calibration of [`SyscallWindows::tracepoint_tax_ns`].
+pub const CALIBRATION_PAIRS: usize = 3;
+/// Rounds of [`CALIBRATION_CALLS`] `getppid(2)` calls timed on each side of a calibration
+/// pair ([`CALIBRATION_PAIRS`]).
+pub const CALIBRATION_ROUNDS: u32 = 5;
+/// Calls per calibration round: 2,000 (about 0.2-1 ms on this machine's 2 vCPUs).
+pub const CALIBRATION_CALLS: u32 = 2_000;
+
+/// The least mean time of one `getppid(2)` call over [`CALIBRATION_ROUNDS`] rounds of
+/// [`CALIBRATION_CALLS`], ns: the least is the round the fewest interrupts and preemptions
+/// fell in.
+fn syscall_ns() -> f64 {
+    (0..CALIBRATION_ROUNDS)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..CALIBRATION_CALLS {
+                // SAFETY: getppid takes no arguments and cannot fail.
+                unsafe { libc::syscall(libc::SYS_getppid) };
+            }
+            t.elapsed().as_nanos() as f64 / f64::from(CALIBRATION_CALLS)
+        })
+        .fold(f64::INFINITY, f64::min)
 }
 
 /// Sums the per-CPU statistics per syscall number; syscalls never seen are left out. Most

@@ -152,6 +152,16 @@ pub struct SyscallWindows {
     /// [`crate::wire::spread::SPREAD_MIN_REQUESTS`] requests, and in profiles written before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_share: Option<f64>,
+    /// What one syscall costs its task more while the programs are attached, ns: the
+    /// `raw_syscalls` tracepoints take every task of the host off the syscall fast path and
+    /// run the programs' filter. Calibrated before the first window opened, on the agent's
+    /// own `getppid(2)` (a call that does nothing else): in [`crate::collect::CALIBRATION_PAIRS`]
+    /// pairs, the least mean time per call over [`crate::collect::CALIBRATION_ROUNDS`] rounds of
+    /// [`crate::collect::CALIBRATION_CALLS`] calls with the programs detached, then attached;
+    /// the median difference. The target's calls pay it, plus the programs' counting (their
+    /// run time). `None` in profiles written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracepoint_tax_ns: Option<f64>,
 }
 
 /// The agent's own cost during a run (`collect::Collector`), measured on its own process.
@@ -649,7 +659,7 @@ mod tests {
     use super::{Meta, SyscallWindows};
 
     fn meta(duty_pct: u32, traced_ns: u64, request_share: Option<f64>) -> Meta {
-        Meta { duration_ns: 8_000_000_000, syscall_windows: Some(SyscallWindows { duty_pct, period_ns: 1_000_000_000, windows: 8, traced_ns, request_share }), ..Meta::default() }
+        Meta { duration_ns: 8_000_000_000, syscall_windows: Some(SyscallWindows { duty_pct, period_ns: 1_000_000_000, windows: 8, traced_ns, request_share, tracepoint_tax_ns: None }), ..Meta::default() }
     }
 
     /// Counts from windows that held a quarter of the requests are multiplied by 4; without a

@@ -236,38 +236,51 @@ pub fn footprint_line(meta: &crate::profile::Meta) -> Option<String> {
 }
 
 /// The agent's cost per HTTP request of the target, from the kernel's counters, in one
-/// line (`agent cost per request: ...`): the BPF programs' run time and the agent's
-/// threads' CPU, each divided by the HTTP requests the wire capture decoded (µs per
-/// request), their sum as a share of the target's CPU per request (%), and the three
-/// programs with most run time (µs per request). The BPF figure is an upper bound: the
-/// tracepoint programs run, and are timed, for every process of the host. `None` without
-/// a footprint with BPF run statistics, HTTP requests, or the target's CPU time.
+/// line (`agent cost per request: ...`), each divided by the HTTP requests the wire capture
+/// decoded (µs per request): the BPF programs' run time (when run statistics were on, an
+/// upper bound: the tracepoint programs run, and are timed, for every process of the host),
+/// the agent's threads' CPU, and the syscall tracepoints' slow path the target paid (its calls
+/// counted in the windows × [`crate::profile::SyscallWindows::tracepoint_tax_ns`], an
+/// estimate); their sum as a share of the target's CPU per request (%), and the three programs
+/// with most run time (µs per request). `None` without a footprint, HTTP requests, or the
+/// target's CPU time.
 pub fn agent_cost_line(profile: &Profile) -> Option<String> {
     let meta = &profile.meta;
     let f = meta.footprint.as_ref()?;
-    let bpf_ns = f.bpf_run_ns?;
     let requests = profile.wire.as_ref().map_or(0, |w| w.http.requests);
     let target_ns = meta.target_cpu_ns?;
     if requests == 0 || target_ns == 0 {
         return None;
     }
     let n = requests as f64;
-    let threads_ns = f.threads_cpu_ns.unwrap_or(f.cpu_ns);
-    let per_request = |ns: u64| ns as f64 / n / 1e3;
+    let threads_ns = f.threads_cpu_ns.unwrap_or(f.cpu_ns) as f64;
+    let per_request = |ns: f64| ns / n / 1e3;
+    let calls: u64 = profile.syscalls.iter().map(|c| c.count).sum();
+    let tax = meta.syscall_windows.as_ref().and_then(|w| w.tracepoint_tax_ns).map(|t| (t, t * calls as f64));
+    let mut parts = Vec::new();
+    match f.bpf_run_ns {
+        Some(ns) => parts.push(format!("BPF programs {:.2} µs (all processes' runs)", per_request(ns as f64))),
+        None => parts.push("BPF programs not timed (run statistics off: --bpf-stats)".to_string()),
+    }
+    parts.push(format!("agent threads {:.2} µs", per_request(threads_ns)));
+    if let Some((per_call, ns)) = tax {
+        parts.push(format!("syscall tracepoints' slow path ~{:.2} µs (estimate: {calls} calls counted × {per_call:.0} ns calibrated)", per_request(ns)));
+    }
+    let total = f.bpf_run_ns.unwrap_or(0) as f64 + threads_ns + tax.map_or(0.0, |t| t.1);
+    let mut line = format!(
+        "agent cost per request ({requests} HTTP requests): {}; {}{:.1}% of the target's {:.1} µs of CPU per request",
+        parts.join(", "),
+        if f.bpf_run_ns.is_some() { "" } else { "at least " },
+        total * 100.0 / target_ns as f64,
+        per_request(target_ns as f64)
+    );
     let top: Vec<String> = f
         .programs
         .iter()
         .filter(|p| p.run_time_ns > 0)
         .take(3)
-        .map(|p| format!("{} {:.2}", p.program, per_request(p.run_time_ns)))
+        .map(|p| format!("{} {:.2}", p.program, per_request(p.run_time_ns as f64)))
         .collect();
-    let mut line = format!(
-        "agent cost per request ({requests} HTTP requests): BPF programs {:.2} µs (all processes' runs), agent threads {:.2} µs; {:.1}% of the target's {:.1} µs of CPU per request",
-        per_request(bpf_ns),
-        per_request(threads_ns),
-        (bpf_ns + threads_ns) as f64 * 100.0 / target_ns as f64,
-        per_request(target_ns)
-    );
     if !top.is_empty() {
         line.push_str(&format!(" (most: {} µs)", top.join(", ")));
     }
@@ -497,10 +510,21 @@ mod tests {
         );
     }
 
+    /// Without run statistics the line still gives the agent's threads, and the syscall
+    /// tracepoints' slow path: 10,000 calls counted × 150 ns calibrated = 1.5 ms, 1.50 µs per
+    /// request; with the threads' 2 µs, at least 3.5% of the target's 100 µs.
     #[test]
-    fn agent_cost_needs_requests_and_run_statistics() {
+    fn agent_cost_without_run_statistics_and_with_the_tracepoint_tax() {
         assert_eq!(agent_cost_line(&profile(0, Some(3_000_000))), None);
-        assert_eq!(agent_cost_line(&profile(1_000, None)), None);
+        let mut p = profile(1_000, None);
+        p.meta.footprint.as_mut().unwrap().programs.clear();
+        p.syscalls = vec![crate::profile::SyscallStat { nr: 0, name: "read".into(), count: 10_000, ..Default::default() }];
+        p.meta.syscall_windows = Some(crate::profile::SyscallWindows { duty_pct: 25, tracepoint_tax_ns: Some(150.0), ..Default::default() });
+        assert_eq!(
+            agent_cost_line(&p).unwrap(),
+            "agent cost per request (1000 HTTP requests): BPF programs not timed (run statistics off: --bpf-stats), agent threads 2.00 µs, \
+             syscall tracepoints' slow path ~1.50 µs (estimate: 10000 calls counted × 150 ns calibrated); at least 3.5% of the target's 100.0 µs of CPU per request"
+        );
     }
 
     #[test]
