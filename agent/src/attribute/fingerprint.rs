@@ -288,6 +288,20 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
         if st.latency_us_per_request > 0.0 {
             f.counts_per_request.insert("statement_latency_us".into(), st.latency_us_per_request);
         }
+        // The remedy fetches the rows in one statement: every execution but one per request
+        // goes, with its round trips and their time; per request of the whole load, so an
+        // endpoint's are weighed by its share of the requests.
+        if st.executions > 1.0 {
+            let gone = (st.executions - 1.0) / st.executions;
+            let weight = match (&st.endpoint, ctx.wire.map(|w| w.http.requests)) {
+                (Some(_), Some(all)) if all > 0 => (st.requests as f64 / all as f64).min(1.0),
+                _ => 1.0,
+            };
+            f.round_trips_per_request = Some(st.round_trips * gone * weight);
+            if st.latency_us_per_request > 0.0 {
+                f.db_latency_us_per_request = Some(st.latency_us_per_request * gone * weight);
+            }
+        }
     }
     if let Some(Some(t)) = &txn {
         figures.insert("idle_ms".into(), num(t.idle_us_per_request / 1e3));
