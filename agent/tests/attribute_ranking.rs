@@ -289,3 +289,39 @@ fn attach_bound_from_the_database_servers_cpu() {
     p.meta.db_servers = vec![server];
     assert!(matches!(Bound::of_profile(&p), Bound::AppCpu { .. }));
 }
+
+/// The host's CPUs bound an attach when the app may use all of them and the host is at least
+/// 85% busy although neither the app (0.43 of 2 CPUs) nor the database (2.5 s: 0.50 of its 2
+/// CPUs under load) alone is: the regex-route figures with `Meta::cpus` 2 and the host busy
+/// 9.0 s over the run (9.0 / 3902 × 782.5 = 1.80 of 2 CPUs under load, 2306.5 µs per
+/// request), 4,000 round trips on the wire (625 µs of the server's CPU each). A ping at 2
+/// round trips per request with 20 µs of app CPU takes (20 + 2 × 625) / 2306.5 of the host's
+/// CPU per request; below 85% busy, the served latency again.
+#[test]
+fn attach_bound_from_the_hosts_cpus() {
+    use profiler::profile::DbServer;
+    let mut p = regex_route_attach(2.0);
+    p.meta.cpus = 2;
+    p.meta.host_busy_ns = Some(9_000_000_000);
+    p.meta.db_servers = vec![DbServer { port: 5432, pid: 42, command: "postgres".into(), cpu_ns: 2_500_000_000, capacity_cpus: Some(2.0) }];
+    p.wire.as_mut().unwrap().pg.round_trips = 4000;
+    let bound = Bound::of_profile(&p);
+    let per_request = 9.0e6 / 3902.0;
+    match bound {
+        Bound::HostCpu { used_cpus, capacity_cpus, cpu_us_per_request, db_cpu_us_per_round_trip } => {
+            assert!((used_cpus - 9.0 / 3902.0 * (3443.0 / 4.4)).abs() < 1e-9 && capacity_cpus == 2.0, "{bound:?}");
+            assert!(close(cpu_us_per_request, per_request) && close(db_cpu_us_per_round_trip.unwrap(), 625.0), "{bound:?}");
+        }
+        b => panic!("{b:?}"),
+    }
+    assert!(bound.describe().starts_with("the host's CPUs (1.80 of 2 busy under load"), "{}", bound.describe());
+    let g = predict(&finding(4, 0.01, Some(20.0), Some(2.0), Some(600.0)), &bound, &GainInputs::default());
+    assert_eq!(g.resource, "host_cpu");
+    assert!(close(g.gain_pct, (1.0 / (1.0 - (20.0 + 1250.0) / per_request) - 1.0) * 100.0), "{g:?}");
+    // The app confined to one CPU of the two: its own set, not the host's, is what it can use.
+    p.meta.target_cpu_capacity = Some(1.0);
+    assert!(!matches!(Bound::of_profile(&p), Bound::HostCpu { .. }));
+    p.meta.target_cpu_capacity = Some(2.0);
+    p.meta.host_busy_ns = Some(6_000_000_000);
+    assert!(matches!(Bound::of_profile(&p), Bound::ServedLatency { .. }));
+}

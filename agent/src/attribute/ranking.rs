@@ -41,6 +41,26 @@ pub enum Bound {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         served_latency_us: Option<f64>,
     },
+    /// The host's CPUs are (nearly) full although neither the app's CPU set nor the
+    /// database's is alone: the app may use every CPU of the host and shares them with the
+    /// database, the load generator and the rest ([`Bound::of_profile`]). Throughput = the
+    /// host's CPUs / busy CPU per request; a cost's share is the CPU it takes per request,
+    /// the app's (sampled) plus its round trips × the database server's CPU per round trip,
+    /// over the host's busy CPU per request.
+    HostCpu {
+        /// Mean busy CPUs of the host under load (everything on it).
+        used_cpus: f64,
+        /// CPUs of the host.
+        capacity_cpus: f64,
+        /// The host's busy CPU per HTTP request of the target, µs.
+        cpu_us_per_request: f64,
+        /// The database server's CPU per round trip on the wire, µs: its CPU over the run
+        /// over all round trips (each alike: an upper bound for a ping, which costs the
+        /// server less than a statement). `None` when the server's CPU was not measured:
+        /// round trips then take only the app's CPU.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        db_cpu_us_per_round_trip: Option<f64>,
+    },
     /// Neither is full: a closed loop of `connections` clients, throughput = connections /
     /// latency (Little's law).
     Latency {
@@ -93,7 +113,9 @@ impl Bound {
     /// over the run): the target's ([`Meta::target_cpu_ns`] against
     /// [`Meta::target_cpu_capacity`]) and each database server's on this host
     /// ([`Meta::db_servers`]). The busier of the two at or above [`SATURATED`] is the bound
-    /// ([`Bound::AppCpu`], or [`Bound::DbCpu`] with the served latency as a cap); else
+    /// ([`Bound::AppCpu`], or [`Bound::DbCpu`] with the served latency as a cap); else the
+    /// host's CPUs ([`Bound::HostCpu`], [`Meta::host_busy_ns`] the same way) when the app may
+    /// use all of them and they are at or above [`SATURATED`]; else
     /// [`Bound::ServedLatency`] when the wire paired HTTP responses with their requests; else
     /// [`Bound::Unknown`] (the target's CPU, its capacity or the run's length unknown, or no
     /// HTTP latency decoded). A database server that is not on this host, or whose capacity
@@ -102,6 +124,7 @@ impl Bound {
     /// [`Meta::target_cpu_ns`]: crate::profile::Meta::target_cpu_ns
     /// [`Meta::target_cpu_capacity`]: crate::profile::Meta::target_cpu_capacity
     /// [`Meta::db_servers`]: crate::profile::Meta::db_servers
+    /// [`Meta::host_busy_ns`]: crate::profile::Meta::host_busy_ns
     pub fn of_profile(profile: &Profile) -> Bound {
         let meta = &profile.meta;
         let secs = meta.duration_ns as f64 / 1e9;
@@ -134,6 +157,23 @@ impl Bound {
         if let Some((u, c)) = db.filter(|_| ud >= SATURATED) {
             return Bound::DbCpu { used_cpus: u, capacity_cpus: c, served_latency_us: latency_us };
         }
+        // The host full although neither set alone is: the app's set is the whole host, and
+        // the host's busy CPU under load is at least SATURATED of it.
+        let host_cpus = f64::from(meta.cpus);
+        let requests = profile.wire.as_ref().map_or(0, |w| w.http.requests);
+        if let Some(host_ns) = meta.host_busy_ns.filter(|_| host_cpus > 0.0 && capacity >= host_cpus - 0.01 && requests > 0) {
+            let host = cpus(host_ns);
+            if host / host_cpus >= SATURATED {
+                let round_trips = profile.wire.as_ref().map_or(0, |w| w.pg.round_trips);
+                let db_ns: u64 = meta.db_servers.iter().map(|s| s.cpu_ns).sum();
+                return Bound::HostCpu {
+                    used_cpus: host,
+                    capacity_cpus: host_cpus,
+                    cpu_us_per_request: host_ns as f64 / 1e3 / requests as f64,
+                    db_cpu_us_per_round_trip: (!meta.db_servers.is_empty() && round_trips > 0).then(|| db_ns as f64 / 1e3 / round_trips as f64),
+                };
+            }
+        }
         match latency_us {
             Some(latency_us) => Bound::ServedLatency { used_cpus: used, capacity_cpus: capacity, latency_us },
             None => Bound::Unknown,
@@ -148,6 +188,14 @@ impl Bound {
             Bound::DbCpu { used_cpus, capacity_cpus, served_latency_us: Some(l) } => format!(
                 "database CPU ({used_cpus:.2} of {capacity_cpus} CPUs used under load): gains are the cost's share of the round trips, capped by its cut in the mean request latency the wire measured ({:.3} ms; the server's CPU per message is not measured)",
                 l / 1e3
+            ),
+            Bound::HostCpu { used_cpus, capacity_cpus, cpu_us_per_request, db_cpu_us_per_round_trip } => format!(
+                "the host's CPUs ({used_cpus:.2} of {capacity_cpus} busy under load, shared by the app, the database, the load generator and the rest; neither the app's nor the database's CPU alone is {:.0}% busy): gains are the cost's CPU over the host's {cpu_us_per_request:.1} µs of busy CPU per request, its app CPU plus {}",
+                SATURATED * 100.0,
+                match db_cpu_us_per_round_trip {
+                    Some(d) => format!("its round trips × the database server's {d:.1} µs of CPU per round trip (each alike: an upper bound for a ping)"),
+                    None => "nothing for its round trips on the server (the database server's CPU was not measured)".to_string(),
+                }
             ),
             Bound::Latency { connections, latency_us } => {
                 format!("latency at {connections} connections (mean {:.2} ms; neither CPU set is {:.0}% busy)", latency_us / 1e3, SATURATED * 100.0)
@@ -212,6 +260,8 @@ pub struct Gain {
 ///   evenly); gain `1/(1-s) - 1`.
 /// - database CPU: `s` = the finding's extra round trips / all round trips (each round trip
 ///   costing the server alike); costs without round trips give 0;
+/// - host CPU: `s` = (the finding's app CPU µs per request, as for latency, + its round trips
+///   × the database server's CPU per round trip) / the host's busy CPU per request;
 /// - latency: `d` = the finding's CPU µs per request + its database µs per request (its round
 ///   trips, or the connection wait a held transaction causes), gain `L/(L-d) - 1` with `L`
 ///   the mean latency.
@@ -262,6 +312,19 @@ pub fn predict(finding: &Finding, bound: &Bound, ctx: &GainInputs) -> Gain {
                 None => by_share,
             }
         }
+        Bound::HostCpu { cpu_us_per_request, db_cpu_us_per_round_trip, .. } => {
+            let app = cpu_removed_us(finding, ctx, cpu_share);
+            let db = finding.round_trips_per_request.unwrap_or(0.0) * db_cpu_us_per_round_trip.unwrap_or(0.0);
+            let s = if *cpu_us_per_request > 0.0 { ((app + db) / cpu_us_per_request).min(1.0) } else { 0.0 };
+            let g = cpu_bound_gain(s);
+            mk(
+                "host_cpu",
+                Some(s),
+                Some(app + db),
+                g,
+                format!("1/(1-({app:.2}+{db:.2})/{cpu_us_per_request:.1})-1 = {:.2}% (app CPU + the server's CPU of its round trips, over the host's busy CPU per request)", g * 100.0),
+            )
+        }
         Bound::Latency { latency_us, .. } | Bound::ServedLatency { latency_us, .. } => {
             let resource = if matches!(bound, Bound::Latency { .. }) { "latency" } else { "served_latency" };
             let d = latency_removed_us(finding, ctx, cpu_share);
@@ -274,8 +337,17 @@ pub fn predict(finding: &Finding, bound: &Bound, ctx: &GainInputs) -> Gain {
 /// µs a finding takes off each request's latency: its CPU per request (for wire-only costs,
 /// `cpu_share` of all CPU per request) plus its database time per request.
 fn latency_removed_us(finding: &Finding, ctx: &GainInputs, cpu_share: f64) -> f64 {
-    let cpu_us = if finding.samples > 0 { finding.cpu_us_per_request.unwrap_or(0.0) } else { ctx.cpu_us_per_request.map_or(0.0, |c| c * cpu_share) };
-    cpu_us + finding.db_latency_us_per_request.unwrap_or(0.0)
+    cpu_removed_us(finding, ctx, cpu_share) + finding.db_latency_us_per_request.unwrap_or(0.0)
+}
+
+/// The app CPU µs per request a finding takes: its sampled CPU per request, or for wire-only
+/// costs `cpu_share` of all CPU per request.
+fn cpu_removed_us(finding: &Finding, ctx: &GainInputs, cpu_share: f64) -> f64 {
+    if finding.samples > 0 {
+        finding.cpu_us_per_request.unwrap_or(0.0)
+    } else {
+        ctx.cpu_us_per_request.map_or(0.0, |c| c * cpu_share)
+    }
 }
 
 /// The gain of freeing runtime workers of `b` µs of blocking waits per request, with `c` µs of

@@ -206,6 +206,8 @@ pub struct Collector {
     started: Instant,
     started_at: String,
     cpu_at_start: Option<u64>,
+    /// [`crate::sys::stat::host_busy_ns`] when the run started.
+    host_busy_at_start: Option<u64>,
     /// CPUs the target could use, read at the start.
     cpu_capacity: Option<f64>,
     /// Time from the start of [`Collector::start`] until everything was attached.
@@ -532,6 +534,7 @@ impl Collector {
         let run_stats = if options.bpf_run_stats { enable_run_stats().ok() } else { None };
         let processes_at_start = wire.is_some().then(db_server::Snapshot::take);
         let cpu_at_start = target.cpu_time_ns();
+        let host_busy_at_start = crate::sys::stat::host_busy_ns();
         let cpu_capacity = target.cpu_capacity();
         let self_cpu_at_start = self_cpu_ns();
         let loop_thread = (std::thread::current().id(), current_thread_cpu_ns());
@@ -572,6 +575,7 @@ impl Collector {
             started,
             started_at,
             cpu_at_start,
+            host_busy_at_start,
             cpu_capacity,
             attach_time: load_started.elapsed(),
             self_cpu_at_start,
@@ -744,6 +748,7 @@ impl Collector {
         // A pid target that exited has no /proc/PID/stat any more: its CPU time is then
         // counted up to the last reading of the run loop (at most a second before the end).
         let cpu_at_end = target.cpu_time_ns().or(self.cpu_last_seen);
+        let host_busy_at_end = crate::sys::stat::host_busy_ns();
         let db_servers = match (&self.processes_at_start, &wire_report) {
             // The target's processes now (a cgroup's first process may have been a runtime's
             // short-lived helper), then its main one.
@@ -817,6 +822,7 @@ impl Collector {
             footprint: Some(footprint),
             syscall_windows,
             target_cpu_capacity: self.cpu_capacity,
+            host_busy_ns: self.host_busy_at_start.zip(host_busy_at_end).map(|(a, b)| b.saturating_sub(a)),
             db_servers,
         };
         Ok(RawProfile { meta, processes, on_cpu, off_cpu, syscalls, lost, wire, endpoints, maps: self.maps, bpf_symbols })

@@ -72,6 +72,12 @@ pub struct Meta {
     /// [`Meta::target_cpu_ns`] over the run is a share of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_cpu_capacity: Option<f64>,
+    /// CPU time all the host's CPUs ([`Meta::cpus`]) spent busy during the run, ns
+    /// ([`crate::sys::stat::host_busy_ns`] at the end less at the start): the app, the
+    /// database, the load generator and everything else on the host. `None` in profiles
+    /// written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_busy_ns: Option<u64>,
     /// The database servers on this host behind the target's PostgreSQL connections, with
     /// the CPU they used during the run ([`crate::collect::db_server`]); empty when the wire
     /// was off, saw no PostgreSQL connection, or found no server of its ports on this host.

@@ -98,6 +98,22 @@ pub fn read(pid: u32) -> Option<ProcStat> {
     parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
+/// CPU time every CPU of the host spent busy since boot, ns: the `cpu` line of `/proc/stat`
+/// (proc(5)), `user + nice + system + irq + softirq` (guest time is inside `user`; `idle`,
+/// `iowait` and `steal`, time the hypervisor gave another guest, are not busy). `None`
+/// when the file cannot be read or parsed.
+pub fn host_busy_ns() -> Option<u64> {
+    host_busy_ns_of(&std::fs::read_to_string("/proc/stat").ok()?)
+}
+
+/// [`host_busy_ns`] of a `/proc/stat` text.
+pub fn host_busy_ns_of(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line.split_whitespace().skip(1).map(|x| x.parse().ok()).collect::<Option<_>>()?;
+    let ticks = v.first()? + v.get(1)? + v.get(2)? + v.get(5)? + v.get(6)?;
+    Some(ticks.saturating_mul(1_000_000_000) / clock_ticks_per_second())
+}
+
 /// Clock ticks per second of `/proc/PID/stat` times (`sysconf(_SC_CLK_TCK)`, 100 on Linux
 /// x86_64).
 pub fn clock_ticks_per_second() -> u64 {
@@ -113,6 +129,16 @@ pub fn clock_ticks_per_second() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// proc(5)'s order: user nice system idle iowait irq softirq steal guest guest_nice; busy =
+    /// 100 + 2 + 30 + 4 + 5 = 141 ticks.
+    #[test]
+    fn host_busy_counts_user_nice_system_irq_softirq() {
+        let text = "cpu  100 2 30 900 7 4 5 60 10 0\ncpu0 50 1 15 450 3 2 2 30 5 0\n";
+        assert_eq!(host_busy_ns_of(text), Some(141 * 1_000_000_000 / clock_ticks_per_second()));
+        assert_eq!(host_busy_ns_of("cpu0 1 2 3\n"), None);
+        assert!(host_busy_ns().is_some_and(|ns| ns > 0));
+    }
 
     #[test]
     fn a_command_name_with_spaces_and_parentheses() {
