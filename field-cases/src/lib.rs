@@ -18,6 +18,7 @@
 //! | `/case/n-plus-one` | `/control/join` | one `SELECT` per item of a list (N+1 queries, [`N_PLUS_ONE_ITEMS`] items) |
 //! | `/case/connect-per-request` | `/control/pooled-connection` | a new database connection (TCP, start-up, SCRAM authentication) for every request |
 //! | `/case/transaction-across-wait` | `/control/wait-before-transaction` | a transaction held open across an `.await` ([`TRANSACTION_WAIT`]): idle in transaction |
+//! | `/case/connection-across-wait`, `/case/connection-before-wait` | `/control/wait-before-connection` | a pooled connection kept checked out across an `.await` ([`TRANSACTION_WAIT`]) between its two reads, or between the checkout and its first read |
 //!
 //! The database routes need `--database-url` (PostgreSQL); without it they answer 503.
 //!
@@ -43,7 +44,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 /// Every route with a request counter, in the order `/stats` lists them.
-pub const ROUTES: [&str; 28] = [
+pub const ROUTES: [&str; 29] = [
     "/case/regex-per-request",
     "/control/regex-static",
     "/case/blocking-sleep",
@@ -72,6 +73,7 @@ pub const ROUTES: [&str; 28] = [
     "/control/wait-before-transaction",
     "/case/connection-across-wait",
     "/control/wait-before-connection",
+    "/case/connection-before-wait",
 ];
 
 /// Items an order of the database routes has: `/case/n-plus-one` runs one `SELECT` for the
@@ -128,11 +130,11 @@ struct Stats {
     /// Time `/case/connect-per-request` spent opening its connections, ns (the app's own
     /// clock around `PgConnection::connect_with`), and the connections it opened.
     connect: (AtomicU64, AtomicU64),
-    /// Per route of `/case/connection-across-wait` and `/control/wait-before-connection`: the
-    /// time their checkouts held a pooled connection outside its two statements, ns (the app's
+    /// Per route of `/case/connection-across-wait`, `/control/wait-before-connection` and
+    /// `/case/connection-before-wait`: the time their checkouts held a pooled connection outside its two statements, ns (the app's
     /// own clock: from `acquire` returning to the connection's drop, less the time inside each
     /// statement's `fetch_one`), and the checkouts.
-    held: [(AtomicU64, AtomicU64); 2],
+    held: [(AtomicU64, AtomicU64); 3],
 }
 
 impl Stats {
@@ -228,6 +230,7 @@ pub fn try_app(db: Option<sqlx::PgPool>) -> anyhow::Result<Router> {
         .route("/stats", get(stats))
         .route("/case/connection-across-wait", get(connection_across_wait))
         .route("/control/wait-before-connection", get(wait_before_connection))
+        .route("/case/connection-before-wait", get(connection_before_wait))
         .route("/stats/connect", get(connect_stats))
         .route("/stats/held", get(held_stats))
         .with_state(state))
@@ -250,15 +253,16 @@ async fn connect_stats(State(st): State<Shared>) -> Json<serde_json::Value> {
     Json(json!({ "connections": n.load(Ordering::Relaxed), "connect_ns": ns.load(Ordering::Relaxed) }))
 }
 
-/// `{"case": {"checkouts": N, "held_ns": T}, "control": {...}}`: what the checkouts of
-/// `/case/connection-across-wait` and `/control/wait-before-connection` held their pooled
-/// connection outside their statements since start, by the app's own clock.
+/// `{"case": {"checkouts": N, "held_ns": T}, "control": {...}, "before": {...}}`: what the
+/// checkouts of `/case/connection-across-wait`, `/control/wait-before-connection` and
+/// `/case/connection-before-wait` held their pooled connection outside their statements since
+/// start, by the app's own clock.
 async fn held_stats(State(st): State<Shared>) -> Json<serde_json::Value> {
     let one = |i: usize| {
         let (ns, n) = &st.stats.held[i];
         json!({ "checkouts": n.load(Ordering::Relaxed), "held_ns": ns.load(Ordering::Relaxed) })
     };
-    Json(json!({ "case": one(0), "control": one(1) }))
+    Json(json!({ "case": one(0), "control": one(1), "before": one(2) }))
 }
 
 // ---- 1. regex -----------------------------------------------------------------------------
@@ -808,21 +812,34 @@ async fn wait_before_transaction(State(st): State<Shared>) -> Response {
 
 // ---- /case/connection-across-wait, /control/wait-before-connection -------------------------
 
-/// A pooled connection, [`ORDER_ITEMS`], then (when `wait_inside`) [`TRANSACTION_WAIT`] with
-/// the connection still checked out (no transaction), then [`ORDER_TOTAL`] and the connection
-/// back to the pool; else the wait before the checkout. The checkout's time outside its two
-/// statements goes to `held[slot]`.
-async fn order_on_held_connection(st: &AppState, db: &sqlx::PgPool, order: i32, wait_inside: bool, slot: usize) -> Response {
-    if !wait_inside {
+/// Where [`order_on_held_connection`] waits [`TRANSACTION_WAIT`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HeldWait {
+    /// Before the checkout: nothing held.
+    BeforeCheckout,
+    /// Between the checkout and its first statement.
+    AfterCheckout,
+    /// Between the two statements.
+    BetweenStatements,
+}
+
+/// A pooled connection, [`ORDER_ITEMS`] and [`ORDER_TOTAL`], the connection back to the pool;
+/// [`TRANSACTION_WAIT`] where `wait` says (no transaction). The checkout's time outside its
+/// two statements (from `acquire` returning to the drop) goes to `held[slot]`.
+async fn order_on_held_connection(st: &AppState, db: &sqlx::PgPool, order: i32, wait: HeldWait, slot: usize) -> Response {
+    if wait == HeldWait::BeforeCheckout {
         tokio::time::sleep(TRANSACTION_WAIT).await;
     }
     let result: Result<(i64, i64), sqlx::Error> = async {
         let mut conn = db.acquire().await?;
         let held = std::time::Instant::now();
+        if wait == HeldWait::AfterCheckout {
+            tokio::time::sleep(TRANSACTION_WAIT).await;
+        }
         let t = std::time::Instant::now();
         let (items,): (i64,) = sqlx::query_as(ORDER_ITEMS).bind(order).fetch_one(&mut *conn).await?;
         let mut in_statements = t.elapsed();
-        if wait_inside {
+        if wait == HeldWait::BetweenStatements {
             tokio::time::sleep(TRANSACTION_WAIT).await;
         }
         let t = std::time::Instant::now();
@@ -845,14 +862,21 @@ async fn order_on_held_connection(st: &AppState, db: &sqlx::PgPool, order: i32, 
 async fn connection_across_wait(State(st): State<Shared>) -> Response {
     let Some(db) = &st.db else { return no_db() };
     let order = order_of(st.stats.hit(26));
-    order_on_held_connection(&st, db, order, true, 0).await
+    order_on_held_connection(&st, db, order, HeldWait::BetweenStatements, 0).await
 }
 
 /// The same wait before the checkout.
 async fn wait_before_connection(State(st): State<Shared>) -> Response {
     let Some(db) = &st.db else { return no_db() };
     let order = order_of(st.stats.hit(27));
-    order_on_held_connection(&st, db, order, false, 1).await
+    order_on_held_connection(&st, db, order, HeldWait::BeforeCheckout, 1).await
+}
+
+/// The same wait between the checkout and the first read: the connection taken too early.
+async fn connection_before_wait(State(st): State<Shared>) -> Response {
+    let Some(db) = &st.db else { return no_db() };
+    let order = order_of(st.stats.hit(28));
+    order_on_held_connection(&st, db, order, HeldWait::AfterCheckout, 2).await
 }
 
 #[cfg(test)]

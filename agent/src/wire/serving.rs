@@ -186,6 +186,9 @@ struct Previous {
     /// The end of its answer, ns.
     end_ns: u64,
     ping: bool,
+    /// A ping that followed a ping: on a connection whose pool pings on release and before
+    /// each checkout, the one before a checkout (the checkout begins at its answer).
+    checkout_ping: bool,
     /// Its answer left the connection outside a transaction (ReadyForQuery `I`).
     outside: bool,
 }
@@ -376,19 +379,22 @@ impl ServingTimeline {
             conn.in_transaction_since = rt.end_ns;
         }
         let ping = rt.kind == RoundTripKind::Ping;
+        let mut checkout_ping = false;
         // The gap since the connection's previous answer, when its checkout still held it: a
-        // statement's answer, outside a transaction, followed by the next statement of the
+        // statement's answer, or the answer of the ping before the checkout (a ping that
+        // followed a ping), outside a transaction, followed by the next statement of the
         // checkout or by the pool's ping on release (the checkout's end). Which it was is
         // known at the end, from whether the connection's checkouts are delimited by pings.
         if let Some(prev) = conn.previous.take() {
             if prev.ping && ping {
+                checkout_ping = true;
                 let i = index as usize;
                 if self.delimited.len() <= i {
                     self.delimited.resize(i + 1, false);
                 }
                 self.delimited[i] = true;
             }
-            if let (Some(rec), false, true) = (prev.rec, prev.ping, prev.outside) {
+            if let (Some(rec), true, true) = (prev.rec, !prev.ping || prev.checkout_ping, prev.outside) {
                 if let Some(r) = self.round_trips.get_mut(rec) {
                     r.held_idle_ns = rt.start_ns.saturating_sub(prev.end_ns);
                 }
@@ -430,7 +436,7 @@ impl ServingTimeline {
         };
         let recorded = node.is_some() && self.round_trips.len() < MAX_ROUND_TRIPS;
         if let (Some(c), Some(end)) = (self.pg.get_mut(&rt.socket), rt.end_ns) {
-            c.previous = Some(Previous { rec: recorded.then_some(self.round_trips.len()), end_ns: end, ping, outside });
+            c.previous = Some(Previous { rec: recorded.then_some(self.round_trips.len()), end_ns: end, ping, checkout_ping, outside });
         }
         if recorded {
             if let Some(ns) = setup_ns {
@@ -701,9 +707,10 @@ pub struct DbCounts {
     #[serde(default)]
     pub idle_in_transaction_ns: u64,
     /// Time a checkout held its connection with nothing sent, outside a transaction, summed,
-    /// ns: from a statement's answer to the checkout's next statement or to the pool's ping on
-    /// release (a connection kept across an `.await` on something else, which the pool's
-    /// other requests wait for). Counted for the round trip that began each gap, only on
+    /// ns: from a statement's answer, or from the answer of the pool's ping before the
+    /// checkout, to the checkout's next statement or to the pool's ping on release (a
+    /// connection kept across an `.await` on something else, which the pool's other requests
+    /// wait for). Counted for the round trip that began each gap, only on
     /// connections whose pool pings before each checkout and on release (sqlx's defaults),
     /// where those pings delimit the checkouts: a ping answered and followed by another ping
     /// was seen on the connection. 0 elsewhere: the wire cannot tell a held connection from an
@@ -871,20 +878,24 @@ mod tests {
 
     /// Checkouts held with nothing sent: on a connection whose pool pings before each checkout
     /// and on release (a ping followed by a ping), the gaps from a statement's answer to the
-    /// checkout's next statement (1,000 ns) and to the release ping (2,000 ns) count; the
-    /// gap after a ping does not (the connection may sit in the pool after it). On a
-    /// connection without pings the same gaps may be the pool's idle time: they count nothing.
+    /// checkout's next statement (1,000 ns) and to the release ping (2,000 ns) count, and so
+    /// does the gap from the answer of the ping before a checkout (a ping after a ping) to
+    /// the checkout's first statement (3,085 ns: acquire, a wait, then the query); the gap
+    /// after the release ping does not (the connection sits in the pool after it), nor does
+    /// the gap after a ping with no ping before it (the connection's first). On a connection
+    /// without pings the same gaps may be the pool's idle time: they count nothing.
     #[test]
     fn held_checkouts_count_only_where_pings_delimit_them() {
         use TransactionStatus::Idle;
         let mut t = ServingTimeline::default();
         t.observe(&chunk(50, 7, 1, Protocol::Http, Direction::Rx), Some(("GET", "/held")));
-        for (ts, text) in [(100, None), (200, Some("SELECT a")), (1215, Some("SELECT b")), (3230, None), (5000, None), (5100, Some("SELECT c"))] {
+        for (ts, text) in [(100, None), (200, Some("SELECT a")), (1215, Some("SELECT b")), (3230, None), (5000, None), (8100, Some("SELECT c"))] {
             t.observe(&chunk(ts, 7, 70, Protocol::Postgres, Direction::Tx), None);
             t.observe(&chunk(ts + 10, 7, 70, Protocol::Postgres, Direction::Rx), None);
             match text {
                 Some(text) => t.round_trip(&rt_status(70, ts, &[text], Idle)),
-                None => t.round_trip(&rt(70, ts, &[])),
+                // A ping (Sync alone) is answered by ReadyForQuery, here `I`.
+                None => t.round_trip(&rt_status(70, ts, &[], Idle)),
             }
         }
         for ts in [100, 5000] {
@@ -892,10 +903,10 @@ mod tests {
             t.observe(&chunk(ts + 10, 8, 71, Protocol::Postgres, Direction::Rx), None);
             t.round_trip(&rt_status(71, ts, &["SELECT d"], Idle));
         }
-        t.observe(&chunk(6000, 7, 1, Protocol::Http, Direction::Tx), None);
+        t.observe(&chunk(9000, 7, 1, Protocol::Http, Direction::Tx), None);
         let s = t.finish();
         let held: u64 = s.db.iter().map(|d| d.counts.held_idle_ns).sum::<u64>() + s.db_unattributed.held_idle_ns;
-        assert_eq!(held, (1215 - 215) + (3230 - 1230));
+        assert_eq!(held, (1215 - 215) + (3230 - 1230) + (8100 - 5015));
     }
 
     /// A connection opened for one request and closed before its response: the start-up's
