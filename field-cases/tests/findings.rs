@@ -634,7 +634,8 @@ fn connection_held_idle_without_frame_pointers() {
         return;
     }
     let target = common::release_bin("field-cases").parent().and_then(std::path::Path::parent).expect("target dir").join("nofp");
-    let bin = test_support::build_without_frame_pointers("field-cases", &target);
+    // While no other test's app runs: the build takes both CPUs for up to two minutes.
+    let bin = common::alone(|| test_support::build_without_frame_pointers("field-cases", &target));
     let (pg, url, app) = app_with_statement_counts();
     drop(app);
     let app = App::start_binary_with_db(&bin, &url);

@@ -124,7 +124,16 @@ fn poll_thread(url: &str, stop: &AtomicBool, ready: &mpsc::Sender<Result<(), Str
         }
     };
     rt.block_on(async {
-        let conn = tokio::time::timeout(CONNECT_TIMEOUT, sqlx::postgres::PgConnection::connect(url)).await;
+        // The agent's own statements are not logged: sqlx warns of any statement slower than
+        // a second at WARN, which would reach the user's terminal when the server is busy.
+        let options = match url.parse::<sqlx::postgres::PgConnectOptions>() {
+            Ok(o) => sqlx::ConnectOptions::disable_statement_logging(o),
+            Err(e) => {
+                let _ = ready.send(Err(format!("--db-url: not a PostgreSQL connection string: {}", one_line(&e.to_string()))));
+                return;
+            }
+        };
+        let conn = tokio::time::timeout(CONNECT_TIMEOUT, sqlx::ConnectOptions::connect(&options)).await;
         let mut conn = match conn {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => {

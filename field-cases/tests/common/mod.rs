@@ -100,6 +100,13 @@ pub struct App {
 
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// Runs `f` while no app of this test binary runs (the lock an [`App`] holds while it lives):
+/// for CPU-heavy set-up, such as a cargo build, that would slow another test's measured app.
+pub fn alone<T>(f: impl FnOnce() -> T) -> T {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    f()
+}
+
 impl App {
     /// Starts the app with 2 workers on a free loopback port; stdout goes to /dev/null.
     pub fn start() -> App {
