@@ -56,7 +56,7 @@ pub(super) struct SyscallTracer {
     opened: Option<(Instant, u64)>,
     /// Time of the closed windows.
     traced: Duration,
-    /// [`SyscallWindows::tracepoint_tax_ns`], calibrated when the first window opened.
+    /// [`SyscallWindows::tracepoint_tax_ns`], calibrated before the first window opened.
     tax_ns: Option<f64>,
     /// The closed windows, `[start, end)` in ns of `CLOCK_MONOTONIC` (the wire's clock): from
     /// the attach of both programs to the start of their detach.
