@@ -31,6 +31,9 @@ that bounds the test:
   s = its extra round trips / all round trips × the share of samples under the database driver.
 - **database CPU** (PostgreSQL's CPU set ≥ 85% busy): s = the cost's extra round trips / all
   round trips (each round trip assumed to cost the server alike); app-CPU costs give 0.
+- **host CPUs** (`profiler attach`: the app may use every CPU of the host, which is ≥ 85% busy
+  although neither CPU set alone is): s = (the cost's app CPU per request + its round trips ×
+  the database server's CPU per round trip) / the host's busy CPU per request.
 - **latency** (neither busy): a closed loop of N connections runs at N / L req/s (Little's law),
   so removing d µs of a request's latency L gives L/(L-d) - 1. d = the cost's sampled CPU µs per
   request + its database round-trip µs per request (wire).
