@@ -56,7 +56,7 @@ pub(super) struct SyscallTracer {
     opened: Option<(Instant, u64)>,
     /// Time of the closed windows.
     traced: Duration,
-    /// [`SyscallWindows::tracepoint_tax_ns`], calibrated before the first window opened.
+    /// [`SyscallWindows::tracepoint_tax_ns`], calibrated when the programs were loaded.
     tax_ns: Option<f64>,
     /// The closed windows, `[start, end)` in ns of `CLOCK_MONOTONIC` (the wire's clock): from
     /// the attach of both programs to the start of their detach.
@@ -64,7 +64,9 @@ pub(super) struct SyscallTracer {
 }
 
 impl SyscallTracer {
-    /// Loads both programs (verified, not attached). `duty_pct` must be 1..=100.
+    /// Loads both programs (verified, not attached) and calibrates
+    /// [`SyscallWindows::tracepoint_tax_ns`] (window number 0: the programs count nothing
+    /// meanwhile). `duty_pct` must be 1..=100.
     pub(super) fn load(filter: &Filter, duty_pct: u32) -> Result<Self, CollectError> {
         if !(1..=100).contains(&duty_pct) {
             return Err(CollectError::InvalidOption { option: "--syscalls-duty", message: format!("{duty_pct}% is not in 1..=100") });
@@ -74,7 +76,10 @@ impl SyscallTracer {
             let prog: &mut RawTracePoint = program(&mut ebpf, name)?;
             prog.load().map_err(|e| load_error(name, e))?;
         }
-        Ok(SyscallTracer { ebpf, duty_pct, links: None, window: 0, opened: None, traced: Duration::ZERO, spans: Vec::new(), tax_ns: None })
+        let mut tracer = SyscallTracer { ebpf, duty_pct, links: None, window: 0, opened: None, traced: Duration::ZERO, spans: Vec::new(), tax_ns: None };
+        // Here rather than at the first window, whose length the calibration would shorten.
+        tracer.tax_ns = Some(tracer.calibrate()?);
+        Ok(tracer)
     }
 
     /// The object (maps, run statistics).
@@ -100,14 +105,10 @@ impl SyscallTracer {
 
     /// Opens a window: a new window number, then both programs attached. A `sys_exit`
     /// without its `sys_enter` in this window is skipped by the program, so the attach
-    /// order of the pair does not matter. Before the first window, calibrates
-    /// [`SyscallWindows::tracepoint_tax_ns`] (window number 0: the programs count nothing).
+    /// order of the pair does not matter.
     pub(super) fn open(&mut self) -> Result<(), CollectError> {
         if self.links.is_some() {
             return Ok(());
-        }
-        if self.window == 0 {
-            self.tax_ns = Some(self.calibrate()?);
         }
         self.window += 1;
         let map = self.ebpf.map_mut(names::MAP_SYSCALL_WINDOW).ok_or_else(|| map_error(names::MAP_SYSCALL_WINDOW, "missing"))?;

@@ -160,7 +160,7 @@ pub struct SyscallWindows {
     pub request_share: Option<f64>,
     /// What one syscall costs its task more while the programs are attached, ns: the
     /// `raw_syscalls` tracepoints take every task of the host off the syscall fast path and
-    /// run the programs' filter. Calibrated before the first window opened, on the agent's
+    /// run the programs' filter. Calibrated when the programs are loaded, before the run, on the agent's
     /// own `getppid(2)` (a call that does nothing else): in [`crate::collect::CALIBRATION_PAIRS`]
     /// pairs, the least mean time per call over [`crate::collect::CALIBRATION_ROUNDS`] rounds of
     /// [`crate::collect::CALIBRATION_CALLS`] calls with the programs detached, then attached;
