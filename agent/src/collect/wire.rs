@@ -77,16 +77,25 @@ impl Default for WireOptions {
 /// same path as a run.
 pub struct RecordDecoder {
     decoder: WireDecoder,
-    by_syscall: BTreeMap<&'static str, u64>,
-    /// PostgreSQL connections: socket id -> the target's local TCP port.
-    pg_ports: HashMap<u64, u16>,
+    /// Records per syscall number ([`abi::syscall::NAMES`]; 0 for an unknown one).
+    by_syscall: [u64; abi::syscall::NAMES.len()],
+    /// The chunk each record is parsed into, its buffers reused from record to record.
+    chunk: Chunk,
+    /// PostgreSQL connections: socket id -> the target's local TCP port (looked up per record).
+    pg_ports: crate::wire::FastMap<u64, u16>,
     /// Peer TCP ports of the PostgreSQL connections: the servers' listening ports.
     pg_server_ports: BTreeSet<u16>,
 }
 
 impl Default for RecordDecoder {
     fn default() -> Self {
-        RecordDecoder { decoder: WireDecoder::new(DecoderOptions::default()), by_syscall: BTreeMap::new(), pg_ports: HashMap::new(), pg_server_ports: BTreeSet::new() }
+        RecordDecoder {
+            decoder: WireDecoder::new(DecoderOptions::default()),
+            by_syscall: [0; abi::syscall::NAMES.len()],
+            chunk: Chunk { ts_ns: 0, pid: 0, tid: 0, socket: 0, protocol: Protocol::Http, direction: Direction::Rx, total_len: 0, head: Vec::new(), tail: Vec::new() },
+            pg_ports: Default::default(),
+            pg_server_ports: BTreeSet::new(),
+        }
     }
 }
 
@@ -112,13 +121,14 @@ impl RecordDecoder {
     /// Decodes one ring-buffer record (the filled part of a `struct wire_chunk`); false
     /// when [`parse_chunk`] refused it.
     pub fn push_record(&mut self, data: &[u8]) -> bool {
-        let Some((chunk, syscall, ports)) = parse_chunk(data) else { return false };
+        let Some((syscall, ports)) = parse_chunk_into(data, &mut self.chunk) else { return false };
+        let chunk = &self.chunk;
         if chunk.protocol == Protocol::Postgres && !self.pg_ports.contains_key(&chunk.socket) {
             self.pg_ports.insert(chunk.socket, ports.0);
             self.pg_server_ports.insert(ports.1);
         }
-        self.decoder.push(&chunk);
-        *self.by_syscall.entry(syscall).or_insert(0) += 1;
+        self.decoder.push(chunk);
+        self.by_syscall[usize::from(syscall)] += 1;
         true
     }
 
@@ -140,9 +150,9 @@ impl RecordDecoder {
             serving,
             request_spread,
             summary,
-            by_syscall: self.by_syscall.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+            by_syscall: abi::syscall::NAMES.iter().zip(self.by_syscall).filter(|(_, n)| *n > 0).map(|(k, n)| ((*k).to_owned(), n)).collect(),
             times,
-            pg_ports: self.pg_ports,
+            pg_ports: self.pg_ports.into_iter().collect(),
             pg_server_ports: self.pg_server_ports,
         }
     }
@@ -397,6 +407,15 @@ const RINGBUF_RECORD_HEADER_BYTES: u64 = 8;
 /// than its header says, with an unknown class or direction, or an HTTP record with a tail.
 /// HTTP heads are cut after their first `\n`, whatever the kernel sent.
 pub fn parse_chunk(data: &[u8]) -> Option<(Chunk, &'static str, (u16, u16))> {
+    let mut chunk = Chunk { ts_ns: 0, pid: 0, tid: 0, socket: 0, protocol: Protocol::Http, direction: Direction::Rx, total_len: 0, head: Vec::new(), tail: Vec::new() };
+    let (syscall, ports) = parse_chunk_into(data, &mut chunk)?;
+    Some((chunk, abi::syscall::NAMES[usize::from(syscall)], ports))
+}
+
+/// [`parse_chunk`] into `chunk`, whose head and tail buffers are reused (the drain thread's
+/// path: no allocation per record); returns the syscall's number ([`abi::syscall::NAMES`], 0
+/// for an unknown one) instead of its name. On `None`, `chunk` is unspecified.
+pub fn parse_chunk_into(data: &[u8], chunk: &mut Chunk) -> Option<(u8, (u16, u16))> {
     const HEAD: usize = abi::CHUNK_HEADER_SIZE;
     const TAIL: usize = std::mem::offset_of!(abi::WireChunk, tail);
     if data.len() < HEAD {
@@ -427,17 +446,26 @@ pub fn parse_chunk(data: &[u8]) -> Option<(Chunk, &'static str, (u16, u16))> {
         return None;
     }
     let head = &data[HEAD..HEAD + head_len.min(total_usize)];
-    let (head, tail) = match protocol {
-        Protocol::Http => (http_start_line(head).to_vec(), Vec::new()),
-        Protocol::Postgres if tail_len == 0 => (head.to_vec(), Vec::new()),
-        Protocol::Postgres => (head.to_vec(), data[TAIL..TAIL + tail_len.min(total_usize)].to_vec()),
-    };
-    let syscall = abi::syscall::NAMES.get(usize::from(c.syscall)).copied().unwrap_or("?");
-    Some((
-        Chunk { ts_ns: c.ts_ns, pid: c.pid, tid: c.tid, socket: c.socket, protocol, direction, total_len: total, head, tail },
-        syscall,
-        (c.local_port, c.peer_port),
-    ))
+    chunk.head.clear();
+    chunk.tail.clear();
+    match protocol {
+        Protocol::Http => chunk.head.extend_from_slice(http_start_line(head)),
+        Protocol::Postgres => {
+            chunk.head.extend_from_slice(head);
+            if tail_len > 0 {
+                chunk.tail.extend_from_slice(&data[TAIL..TAIL + tail_len.min(total_usize)]);
+            }
+        }
+    }
+    chunk.ts_ns = c.ts_ns;
+    chunk.pid = c.pid;
+    chunk.tid = c.tid;
+    chunk.socket = c.socket;
+    chunk.protocol = protocol;
+    chunk.direction = direction;
+    chunk.total_len = total;
+    let syscall = if usize::from(c.syscall) < abi::syscall::NAMES.len() { c.syscall } else { 0 };
+    Some((syscall, (c.local_port, c.peer_port)))
 }
 
 /// The bytes of an HTTP head up to and including its first `\n` (all of it when it has none:

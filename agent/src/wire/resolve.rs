@@ -46,9 +46,9 @@ pub const MIN_AGREEMENT: f64 = 0.75;
 /// ([`MAX_STARTS`]).
 #[derive(Debug, Default, Clone)]
 pub struct RoundTripTimes {
-    conns: HashMap<u64, ConnTimes>,
+    conns: super::FastMap<u64, ConnTimes>,
     names: Vec<String>,
-    name_ids: HashMap<String, u32>,
+    name_ids: super::FastMap<String, u32>,
     kept: usize,
 }
 

@@ -395,7 +395,7 @@ struct Bucket {
 /// ones share the id of [`OTHER_ENDPOINT`]).
 #[derive(Debug, Default)]
 pub(crate) struct EndpointIds {
-    ids: HashMap<String, u32, foldhash::fast::RandomState>,
+    ids: super::FastMap<String, u32>,
     /// The keys, by id.
     pub(crate) names: Vec<String>,
 }
@@ -422,7 +422,7 @@ impl EndpointIds {
 struct Timeline {
     origin: Option<u64>,
     buckets: Vec<Bucket>,
-    shape_ids: HashMap<StatementShape, u32>,
+    shape_ids: super::FastMap<StatementShape, u32>,
     shapes: Vec<StatementShape>,
     endpoints: EndpointIds,
 }
@@ -609,17 +609,17 @@ impl Timeline {
 /// Folds events into a [`WireSummary`] in bounded memory.
 #[derive(Debug, Default)]
 pub(crate) struct SummaryBuilder {
-    endpoints: HashMap<String, EndpointAcc, foldhash::fast::RandomState>,
+    endpoints: super::FastMap<String, EndpointAcc>,
     http_requests: u64,
     http_responses: u64,
-    shapes: HashMap<StatementShape, ShapeAcc>,
+    shapes: super::FastMap<StatementShape, ShapeAcc>,
     pg: PgSummary,
     timeline: Option<Box<Timeline>>,
     /// The requests over time, each from its request line to its response.
     spread: super::spread::RequestSpread,
     /// Kind of the last round trip per connection (socket id), for
     /// [`PgSummary::pings_after_ping`].
-    last_kind: HashMap<u64, RoundTripKind>,
+    last_kind: super::FastMap<u64, RoundTripKind>,
     /// Reused buffer for endpoint keys.
     key: String,
 }

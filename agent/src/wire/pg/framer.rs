@@ -145,7 +145,15 @@ pub(crate) struct Framer {
     offset: u64,
     /// Chunks held back while out of sync (see `push_lost`), with their timestamps.
     candidates: Vec<(u64, Vec<OwnedPiece>)>,
+    /// Body buffers of frames already handled ([`Framer::recycle`]), reused by the next
+    /// messages: most messages would otherwise allocate (and grow) a buffer each.
+    spare: Vec<Vec<u8>>,
 }
+
+/// Most body buffers a [`Framer`] keeps for reuse.
+const SPARE_BODIES: usize = 8;
+/// Largest capacity of a body buffer kept for reuse, bytes.
+const SPARE_BODY_BYTES: usize = 1024;
 
 /// Most bytes (captured or not) held back while waiting for a provable boundary.
 pub const MAX_CANDIDATE_BYTES: u64 = 64 * 1024;
@@ -248,7 +256,25 @@ impl Framer {
             lost_at: None,
             offset: 0,
             candidates: Vec::new(),
+            spare: Vec::new(),
         }
+    }
+
+    /// Empties `frames` (handled by the caller), keeping their body buffers for the next
+    /// messages of this framer.
+    pub fn recycle(&mut self, frames: &mut Vec<Frame>) {
+        for f in frames.drain(..) {
+            let mut body = f.body;
+            if self.spare.len() < SPARE_BODIES && body.capacity() > 0 && body.capacity() <= SPARE_BODY_BYTES {
+                body.clear();
+                self.spare.push(body);
+            }
+        }
+    }
+
+    /// An empty body buffer, reused when one is spare.
+    fn body_buffer(&mut self) -> Vec<u8> {
+        self.spare.pop().unwrap_or_default()
     }
 
     fn is_lost(&self) -> bool {
@@ -532,13 +558,13 @@ impl Framer {
                         return;
                     }
                     let (buf, need, ts_first) = (*buf, *need, *ts_first);
-                    let (kind, len, size, valid, body) = if need == 8 {
+                    let (kind, len, size, valid) = if need == 8 {
                         let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
                         let code = u32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]);
-                        (FrameKind::Untyped, len, len as u64, valid_untyped(len, code), buf[4..8].to_vec())
+                        (FrameKind::Untyped, len, len as u64, valid_untyped(len, code))
                     } else {
                         let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]);
-                        (FrameKind::Typed(buf[0]), len, len as u64 + 1, valid_typed(self.side, buf[0], len), Vec::new())
+                        (FrameKind::Typed(buf[0]), len, len as u64 + 1, valid_typed(self.side, buf[0], len))
                     };
                     if !valid {
                         // Sync is lost where this header began (possibly in an earlier chunk).
@@ -549,6 +575,10 @@ impl Framer {
                         self.offset = here;
                         self.stats.undecodable_bytes += have;
                         continue;
+                    }
+                    let mut body = self.body_buffer();
+                    if need == 8 {
+                        body.extend_from_slice(&buf[4..8]);
                     }
                     self.state = State::Body {
                         kind,

@@ -5,19 +5,22 @@
 //! the transaction status, the SQLSTATE of errors. Parameter values (Bind), row values
 //! (DataRow), passwords and SASL data ('p'), error and notice texts are never decoded.
 
+use std::borrow::Cow;
+
 use super::framer::{Frame, FrameKind, CANCEL_REQUEST_CODE, GSSENC_REQUEST_CODE, SSL_REQUEST_CODE};
 
-/// A C string at `*at` in `body`: `Some` when its terminating NUL was captured.
-fn cstr(body: &[u8], at: &mut usize) -> Option<String> {
+/// A C string at `*at` in `body`: `Some` when its terminating NUL was captured. Borrowed from
+/// `body` unless it is not UTF-8 (then with replacement characters).
+fn cstr<'a>(body: &'a [u8], at: &mut usize) -> Option<Cow<'a, str>> {
     let rest = body.get(*at..)?;
     let end = rest.iter().position(|&c| c == 0)?;
-    let s = String::from_utf8_lossy(&rest[..end]).into_owned();
+    let s = String::from_utf8_lossy(&rest[..end]);
     *at += end + 1;
     Some(s)
 }
 
 /// A C string that may have been cut by the capture bound: the text and whether it was cut.
-fn cstr_or_cut(body: &[u8], at: &mut usize, complete: bool) -> Option<(String, bool)> {
+fn cstr_or_cut<'a>(body: &'a [u8], at: &mut usize, complete: bool) -> Option<(Cow<'a, str>, bool)> {
     if let Some(s) = cstr(body, at) {
         return Some((s, false));
     }
@@ -26,12 +29,12 @@ fn cstr_or_cut(body: &[u8], at: &mut usize, complete: bool) -> Option<(String, b
     }
     let rest = body.get(*at..)?;
     *at = body.len();
-    Some((String::from_utf8_lossy(rest).into_owned(), true))
+    Some((String::from_utf8_lossy(rest), true))
 }
 
-/// A frontend (client) message.
+/// A frontend (client) message; its names and texts borrow the frame's body.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Frontend {
+pub(crate) enum Frontend<'a> {
     /// StartupMessage with its protocol version (major << 16 | minor).
     Startup { protocol: u32 },
     /// SSLRequest.
@@ -42,21 +45,21 @@ pub(crate) enum Frontend {
     CancelRequest,
     /// Parse: statement name (empty = unnamed) and SQL text (with a cut flag); `None` when the
     /// capture ends inside the name.
-    Parse { statement: Option<String>, sql: Option<(String, bool)> },
+    Parse { statement: Option<Cow<'a, str>>, sql: Option<(Cow<'a, str>, bool)> },
     /// Bind: portal and statement names, when captured.
-    Bind { portal: Option<String>, statement: Option<String> },
+    Bind { portal: Option<Cow<'a, str>>, statement: Option<Cow<'a, str>> },
     /// Describe of a statement (`S`) or portal (`P`).
     Describe,
     /// Execute of a portal, when its name was captured.
-    Execute { portal: Option<String> },
+    Execute { portal: Option<Cow<'a, str>> },
     /// Close of a statement (`S`) or portal (`P`) with its name.
-    Close { kind: u8, name: Option<String> },
+    Close { kind: u8, name: Option<Cow<'a, str>> },
     /// Sync.
     Sync,
     /// Flush.
     Flush,
     /// Query (simple query protocol) with its SQL text and a cut flag.
-    Query { sql: String, truncated: bool },
+    Query { sql: Cow<'a, str>, truncated: bool },
     /// Terminate.
     Terminate,
     /// PasswordMessage / SASLInitialResponse / SASLResponse / GSSResponse: content never read.
@@ -67,17 +70,17 @@ pub(crate) enum Frontend {
     Malformed(u8),
 }
 
-/// A backend (server) message.
+/// A backend (server) message; its texts borrow the frame's body.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Backend {
+pub(crate) enum Backend<'a> {
     /// The one-byte answer to SSLRequest/GSSENCRequest: `S`/`G` = encryption follows.
     SslResponse(u8),
     /// ReadyForQuery with the transaction status byte (`I`, `T` or `E`).
     ReadyForQuery(u8),
     /// CommandComplete with its tag (e.g. `SELECT 5`, `INSERT 0 1`, `COMMIT`), when captured.
-    CommandComplete(Option<String>),
+    CommandComplete(Option<Cow<'a, str>>),
     /// ErrorResponse with its SQLSTATE code (field `C`), when captured.
-    ErrorResponse(Option<String>),
+    ErrorResponse(Option<Cow<'a, str>>),
     /// EmptyQueryResponse.
     EmptyQuery,
     /// Asynchronous messages: ParameterStatus, NoticeResponse, NotificationResponse.
@@ -91,7 +94,7 @@ pub(crate) enum Backend {
     Malformed(u8),
 }
 
-pub(crate) fn frontend(f: &Frame) -> Frontend {
+pub(crate) fn frontend(f: &Frame) -> Frontend<'_> {
     let b = &f.body;
     match f.kind {
         FrameKind::Untyped => {
@@ -154,7 +157,7 @@ pub(crate) fn frontend(f: &Frame) -> Frontend {
     }
 }
 
-pub(crate) fn backend(f: &Frame) -> Backend {
+pub(crate) fn backend(f: &Frame) -> Backend<'_> {
     let b = &f.body;
     match f.kind {
         FrameKind::SslResponse(c) => Backend::SslResponse(c),
@@ -227,9 +230,9 @@ mod tests {
         assert_eq!(frontend(&typed(b'P', b"s\0SELECT", true)), Frontend::Malformed(b'P'));
         assert_eq!(
             frontend(&typed(b'B', b"\0sqlx_s_1\0\0\x01\0\x01", true)),
-            Frontend::Bind { portal: Some(String::new()), statement: Some("sqlx_s_1".into()) }
+            Frontend::Bind { portal: Some("".into()), statement: Some("sqlx_s_1".into()) }
         );
-        assert_eq!(frontend(&typed(b'E', b"\0\0\0\0\0", true)), Frontend::Execute { portal: Some(String::new()) });
+        assert_eq!(frontend(&typed(b'E', b"\0\0\0\0\0", true)), Frontend::Execute { portal: Some("".into()) });
         assert_eq!(
             frontend(&typed(b'C', b"Ssqlx_s_3\0", true)),
             Frontend::Close { kind: b'S', name: Some("sqlx_s_3".into()) }

@@ -34,7 +34,10 @@
 //! the next round trip only after the previous answer, so the answers that were lost belong
 //! to the older ones).
 
-use std::collections::{HashMap, VecDeque};
+use std::borrow::Cow;
+use std::collections::VecDeque;
+
+use super::FastMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -319,8 +322,8 @@ struct Conn {
     front: Framer,
     back: Framer,
     phase: Phase,
-    statements: HashMap<String, StatementShape>,
-    portals: HashMap<String, StatementShape>,
+    statements: FastMap<String, StatementShape>,
+    portals: FastMap<String, StatementShape>,
     building: Option<Builder>,
     pending: VecDeque<Builder>,
     status: Option<u8>,
@@ -338,8 +341,8 @@ impl Conn {
             front: Framer::new(Side::Frontend),
             back: Framer::new(Side::Backend),
             phase: Phase::Ready,
-            statements: HashMap::new(),
-            portals: HashMap::new(),
+            statements: FastMap::default(),
+            portals: FastMap::default(),
             building: None,
             pending: VecDeque::new(),
             status: None,
@@ -353,15 +356,17 @@ impl Conn {
 /// The PostgreSQL decoder for all sockets classified as PostgreSQL.
 #[derive(Debug, Default)]
 pub struct PgDecoder {
-    conns: HashMap<u64, Conn>,
+    conns: FastMap<u64, Conn>,
     /// Frame scratch buffer.
     frames: Vec<Frame>,
     stats: PgDecodeStats,
 }
 
-fn remember(map: &mut HashMap<String, StatementShape>, name: String, shape: StatementShape) {
-    if map.len() < MAX_NAMES_PER_CONNECTION || map.contains_key(&name) {
-        map.insert(name, shape);
+fn remember(map: &mut FastMap<String, StatementShape>, name: &str, shape: StatementShape) {
+    if let Some(known) = map.get_mut(name) {
+        *known = shape;
+    } else if map.len() < MAX_NAMES_PER_CONNECTION {
+        map.insert(name.to_owned(), shape);
     }
 }
 
@@ -387,11 +392,12 @@ impl PgDecoder {
             Direction::Tx => {
                 let lost_before = conn.front.stats.sync_losses;
                 conn.front.push(&pieces, chunk.ts_ns, &mut self.frames);
-                let frames = std::mem::take(&mut self.frames);
+                let mut frames = std::mem::take(&mut self.frames);
                 let mut terminated = false;
                 for f in &frames {
                     terminated |= Self::on_frontend(conn, &mut self.stats, chunk, f, out);
                 }
+                conn.front.recycle(&mut frames);
                 self.frames = frames;
                 if terminated {
                     self.close(chunk.socket, out);
@@ -411,13 +417,14 @@ impl PgDecoder {
                 if conn.back.resynced {
                     conn.realign = true;
                 }
-                let frames = std::mem::take(&mut self.frames);
+                let mut frames = std::mem::take(&mut self.frames);
                 for f in &frames {
                     Self::on_backend(conn, &mut self.stats, chunk, f, out);
                     if conn.phase == Phase::Encrypted {
                         break;
                     }
                 }
+                conn.back.recycle(&mut frames);
                 self.frames = frames;
             }
         }
@@ -458,7 +465,7 @@ impl PgDecoder {
                 };
                 b.prepared.push(shape.clone());
                 if let Some(name) = statement {
-                    remember(&mut conn.statements, name, shape);
+                    remember(&mut conn.statements, &name, shape);
                 }
             }
             Frontend::Bind { portal, statement } => {
@@ -466,22 +473,22 @@ impl PgDecoder {
                 let shape = match &statement {
                     Some(name) => conn
                         .statements
-                        .get(name)
+                        .get(name.as_ref())
                         .cloned()
-                        .unwrap_or_else(|| StatementShape::PreparedBeforeAttach { name: name.clone(), connection: chunk.socket }),
+                        .unwrap_or_else(|| StatementShape::PreparedBeforeAttach { name: name.clone().into_owned(), connection: chunk.socket }),
                     None => StatementShape::Unknown,
                 };
                 if let Some(p) = portal {
-                    remember(&mut conn.portals, p, shape);
+                    remember(&mut conn.portals, &p, shape);
                 }
             }
             Frontend::Execute { portal } => {
                 let shape = match &portal {
                     Some(p) => conn
                         .portals
-                        .get(p)
+                        .get(p.as_ref())
                         .cloned()
-                        .unwrap_or_else(|| StatementShape::BoundBeforeAttach { portal: p.clone() }),
+                        .unwrap_or_else(|| StatementShape::BoundBeforeAttach { portal: p.clone().into_owned() }),
                     None => StatementShape::Unknown,
                 };
                 let b = Self::builder(conn, chunk, f);
@@ -492,9 +499,9 @@ impl PgDecoder {
                 Self::builder(conn, chunk, f).extended += 1;
                 if let Some(n) = name {
                     if kind == b'S' {
-                        conn.statements.remove(&n);
+                        conn.statements.remove(n.as_ref());
                     } else {
-                        conn.portals.remove(&n);
+                        conn.portals.remove(n.as_ref());
                     }
                 }
             }
@@ -505,9 +512,8 @@ impl PgDecoder {
             }
             Frontend::Flush => Self::builder(conn, chunk, f).flushes += 1,
             Frontend::Sync => {
-                let b = Self::builder(conn, chunk, f).clone();
-                conn.building = None;
-                conn.pending.push_back(b);
+                Self::builder(conn, chunk, f);
+                conn.pending.extend(conn.building.take());
             }
             Frontend::Query { sql, truncated } => {
                 let b = Self::builder(conn, chunk, f);
@@ -516,11 +522,9 @@ impl PgDecoder {
                     b.statements.push(StatementShape::sql(s, truncated));
                 }
                 // A simple query also destroys the unnamed statement and portal.
-                let b = b.clone();
                 conn.statements.remove("");
                 conn.portals.remove("");
-                conn.building = None;
-                conn.pending.push_back(b);
+                conn.pending.extend(conn.building.take());
             }
             Frontend::Terminate => {
                 out.push(PgEvent::Terminated { socket: conn.socket, ts_ns: f.ts_last });
@@ -542,12 +546,12 @@ impl PgDecoder {
             Backend::ReadyForQuery(s) => Self::on_ready(conn, stats, s, f.ts_last, out),
             Backend::CommandComplete(tag) => {
                 if let (Some(t), Some(b)) = (tag, Self::answering(conn)) {
-                    b.command_tags.push(t);
+                    b.command_tags.push(t.into_owned());
                 }
             }
             Backend::ErrorResponse(code) => {
                 if let Some(b) = Self::answering(conn) {
-                    b.errors.push(code.unwrap_or_else(|| "?????".to_string()));
+                    b.errors.push(code.map_or_else(|| "?????".to_string(), Cow::into_owned));
                 }
             }
             Backend::Malformed(_) => stats.malformed_messages += 1,
