@@ -296,9 +296,18 @@ pub struct Ctx<'a> {
     /// samples per endpoint served (`None`: serving no request). [`Ctx::finding`] takes the
     /// endpoints of the call whose frames and samples it is given.
     pub matched: std::cell::RefCell<Vec<(Vec<FrameSamples>, u64, std::collections::BTreeMap<Option<u32>, u64>)>>,
+    /// [`Ctx::worker_idle`], computed on first use.
+    pub worker_idle: std::cell::OnceCell<Option<super::fingerprint::WorkerIdle>>,
 }
 
 impl Ctx<'_> {
+    /// The share of the runtime workers' time spent parked
+    /// ([`super::fingerprint::worker_idle_share`]), walked once per ranking: two detectors'
+    /// gates and the ranking's `worker_idle` read it.
+    pub fn worker_idle(&self) -> Option<super::fingerprint::WorkerIdle> {
+        *self.worker_idle.get_or_init(|| super::fingerprint::worker_idle_share(self))
+    }
+
     pub(super) fn per_request(&self, count: f64) -> Option<f64> {
         Some(count / self.attr.requests? as f64)
     }

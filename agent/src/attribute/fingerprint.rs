@@ -581,7 +581,7 @@ fn transactions(ctx: &Ctx<'_>, p: &TransactionPredicate) -> Option<TransactionHi
             (requests >= MIN_ENDPOINT_REQUESTS && ns > 0).then(|| (idle_of(ns, name, requests), name, requests))
         })
         .max_by(|a, b| a.0.total_cmp(&b.0))?;
-    let worker_idle = worker_idle_share(ctx)?;
+    let worker_idle = ctx.worker_idle()?;
     let row = row_of(name);
     Some(TransactionHit {
         endpoint: name.clone(),

@@ -602,7 +602,7 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         _ => (None, None),
     };
     let attr = Attribution::new(profile, opts.rules, requests);
-    let ctx = costs::Ctx { profile, rules: opts.rules, attr: &attr, app_crates: attr.app_crates.clone(), wire: view.as_ref(), matched: Default::default() };
+    let ctx = costs::Ctx { profile, rules: opts.rules, attr: &attr, app_crates: attr.app_crates.clone(), wire: view.as_ref(), matched: Default::default(), worker_idle: Default::default() };
     let (found, not_evaluated) = costs::detect(&ctx);
     let driver = opts.rules.frame_set(super::catalog::DB_DRIVER);
     let driver_samples: u64 = profile
@@ -684,7 +684,7 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         syscalls_scaled_by: profile.meta.syscall_scale_basis().map(str::to_string),
         calls_per_request: Vec::new(),
         thread_roles: role_rows(profile, &attr),
-        worker_idle: super::fingerprint::worker_idle_share(&ctx),
+        worker_idle: ctx.worker_idle(),
         db_per_request,
         endpoint_join: profile.endpoints.clone(),
         endpoints: {
@@ -1008,7 +1008,7 @@ pub const UNEXPLAINED_WAIT_ENDPOINTS: usize = 3;
 /// without an endpoint join, a wire latency, or off-CPU waits of a runtime worker.
 fn unexplained_waits(ctx: &costs::Ctx<'_>, attr: &Attribution, rows: &[super::endpoints::EndpointBreakdown]) -> Vec<Finding> {
     let Some(join) = &ctx.profile.endpoints else { return Vec::new() };
-    let Some(idle) = super::fingerprint::worker_idle_share(ctx) else { return Vec::new() };
+    let Some(idle) = ctx.worker_idle() else { return Vec::new() };
     if idle.share < super::catalog::DEFAULT_MIN_WORKER_IDLE_SHARE {
         return Vec::new();
     }
