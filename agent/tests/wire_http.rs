@@ -299,3 +299,26 @@ fn close_socket() {
     assert!(ev.contains(&HttpEvent::NoResponse { endpoint: "GET /a".into(), socket: 3 }));
     assert_eq!(s.http.decode.requests_without_status, 1);
 }
+
+/// Connections counted are those on which a request line was decoded: three keep-alive
+/// connections with two requests each count 3; a socket that only sent bytes (a response
+/// without request, e.g. a connection begun before the capture) and one whose first bytes
+/// were cut off do not.
+#[test]
+fn connections_count_those_that_sent_a_request() {
+    let mut d = WireDecoder::new(WireOptions::default());
+    let mut ts = 1_000;
+    for round in 0..2 {
+        for socket in [11u64, 12, 13] {
+            d.push(&Chunk::complete(ts, socket, Protocol::Http, Direction::Rx, format!("GET /r/{round} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes()));
+            ts += 10;
+            d.push(&Chunk::complete(ts, socket, Protocol::Http, Direction::Tx, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"));
+            ts += 10;
+        }
+    }
+    d.push(&Chunk::complete(ts, 14, Protocol::Http, Direction::Tx, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"));
+    d.push(&Chunk::complete(ts + 10, 15, Protocol::Http, Direction::Rx, b"x-trailing-header: 1\r\n\r\n"));
+    let (s, _) = d.finish();
+    assert_eq!(s.http.requests, 6);
+    assert_eq!(s.http.decode.connections, 3);
+}

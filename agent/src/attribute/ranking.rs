@@ -355,8 +355,11 @@ fn cpu_removed_us(finding: &Finding, ctx: &GainInputs, cpu_share: f64) -> f64 {
 /// asynchronous, as `tokio::time::sleep` or `spawn_blocking` do), so the closed loop of
 /// `N` requests in flight then runs at `X' = min(W / c, N / (c + b))` (W worker threads: the
 /// workers' capacity; Little's law: the concurrency over the latency that remains), against
-/// the measured `X`: gain `X'/X - 1`. Without `X`, `N` or `W` it falls back to the share of
-/// worker time, `1/(1-s) - 1` with `s = b / (b + c)`, an upper bound.
+/// the measured `X`: gain `X'/X - 1`. `N` is the load generator's connections, else the HTTP
+/// connections that sent a request ([`crate::wire::http::HttpDecodeStats::connections`], at
+/// least the concurrency). Without `X`, `N` or `W` it falls back to the share of worker time,
+/// `1/(1-s) - 1` with `s = b / (b + c)`, a far looser upper bound (it assumes the wait leaves
+/// the request's latency).
 fn worker_gain(b: f64, c: f64, ctx: &GainInputs) -> Gain {
     if let (Some(x), Some(n), Some(w)) = (ctx.req_per_s.filter(|&x| x > 0.0), ctx.concurrency.filter(|&n| n > 0.0), ctx.workers.filter(|&w| w > 0.0)) {
         let cap = if c > 0.0 { w * 1e6 / c } else { f64::INFINITY };
@@ -630,10 +633,12 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         workers: worker_threads,
         req_per_s: base_req_per_s,
         // The wire's server-side latencies leave out requests queued before they are read (all
-        // of them, when the workers are blocked), so only the load generator knows N.
+        // of them, when the workers are blocked), so N comes from the load generator, else from
+        // the HTTP connections that sent a request (one request in flight per connection): a
+        // bound that errs high, so the gain stays an upper bound.
         concurrency: match bound {
             Bound::Latency { connections, .. } => Some(f64::from(connections)),
-            _ => None,
+            _ => opts.wire.map(|w| w.http.decode.connections as f64).filter(|&n| n > 0.0),
         },
         round_trips_per_request: db_per_request.as_ref().map(|d| d.per_request.round_trips),
         driver_cpu_share: attr.app_share(driver_samples),

@@ -149,6 +149,13 @@ pub struct HttpDecodeStats {
     pub unpaired_responses: u64,
     /// Requests never answered by a decoded status.
     pub requests_without_status: u64,
+    /// Connections on which at least one request line was decoded. Without pipelining (which
+    /// clients rarely use) HTTP/1.1 serves one request per connection at a time, so at most
+    /// this many requests were in flight at once: a bound on the clients' concurrency that
+    /// requests queued unread in the kernel (all of them, when the runtime's workers are
+    /// blocked) do not lower. Many short connections make it a loose bound.
+    #[serde(default)]
+    pub connections: u64,
 }
 
 /// Template a request target (RFC 9112 §3.2): path segments that are all digits, a UUID
@@ -787,6 +794,8 @@ struct Conn {
     req: Parser,
     resp: Parser,
     pending: VecDeque<Waiting>,
+    /// Counted in [`HttpDecodeStats::connections`].
+    counted: bool,
 }
 
 /// The HTTP/1 decoder for all sockets classified as HTTP.
@@ -812,6 +821,7 @@ impl HttpDecoder {
             req: Parser::new(Side::Requests),
             resp: Parser::new(Side::Responses),
             pending: VecDeque::new(),
+            counted: false,
         });
         let pieces = chunk.pieces();
         let mut ctx = Ctx {
@@ -827,6 +837,10 @@ impl HttpDecoder {
         match chunk.direction {
             Direction::Rx => conn.req.push(&pieces, &mut ctx),
             Direction::Tx => conn.resp.push(&pieces, &mut ctx),
+        }
+        if !conn.counted && conn.req.stats.messages > 0 {
+            conn.counted = true;
+            self.stats.connections += 1;
         }
     }
 
