@@ -33,6 +33,11 @@ struct Case {
     /// (`--syscalls-duty 100`), as perf stat counts them.
     #[serde(default = "every_syscall")]
     attach: Vec<String>,
+    /// The finding's predicted gain is an upper bound of the control's throughput over the
+    /// case's, both measured by wrk while profiled: `[lo, hi]` bounds the prediction over
+    /// that measured gain (a person checked both figures, see `expected.toml`).
+    #[serde(default)]
+    gain_over_measured: Option<[f64; 2]>,
 }
 
 fn every_syscall() -> Vec<String> {
@@ -211,6 +216,12 @@ fn check(route: &str) {
     }
     let finding = on.ranking["costs"].as_array().unwrap().iter().find(|c| c["id"] == case.finding.as_str()).unwrap();
     println!("  {}", finding["title"]);
+    if let Some([lo, hi]) = case.gain_over_measured {
+        let predicted = finding["gain"]["gain_pct"].as_f64().expect("a predicted gain");
+        let measured = 100.0 * (off.wrk.req_per_s / on.wrk.req_per_s - 1.0);
+        println!("  predicted gain {predicted:+.1}%, measured {measured:+.1}% ({:.0} -> {:.0} req/s): {:.2}x", on.wrk.req_per_s, off.wrk.req_per_s, predicted / measured);
+        assert!(measured > 0.0 && (lo..=hi).contains(&(predicted / measured)), "{}: predicted {predicted:+.1}% against {measured:+.1}% measured, not within {lo}-{hi}x", case.route);
+    }
     for c in &case.compare {
         let truth = case.truth.iter().find(|t| t.figure == c.truth && t.route == case.route).unwrap_or_else(|| panic!("no truth {} on {}", c.truth, case.route));
         let mut got = figure(finding, &c.ranking).unwrap_or_else(|| panic!("{}: no {} in {finding}", case.finding, c.ranking));
