@@ -180,8 +180,9 @@ fn spawn_per_request_evidence_by_hand() {
     // (both stood in the bench's ranking.md).
     let mut r = ranked(&p, req, None);
     let counts = profiler::attribute::counters::CallCounts {
-        counts: vec![profiler::attribute::counters::CallCount { name: "tokio_tasks_spawned".into(), what: "x".into(), probes: 1, count: 100 }],
+        counts: vec![profiler::attribute::counters::CallCount { name: "tokio_tasks_spawned".into(), what: "x".into(), probes: 1, count: 100, stepped: false }],
         unavailable: vec![],
+        trap: None,
     };
     profiler::attribute::ranking::add_call_counts(&mut r, &counts);
     let f = cost(&r, "spawn-per-request").unwrap();

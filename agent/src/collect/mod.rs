@@ -43,6 +43,7 @@ use aya::{Btf, Ebpf, EbpfError, EbpfLoader};
 pub use dwarf::{Unwind, DEFAULT_STACK_COPY_BYTES};
 pub use syscall_names::{syscall_name, SYSCALL_NAMES_X86_64};
 pub use syscalls::{CALIBRATION_CALLS, CALIBRATION_PAIRS, CALIBRATION_ROUNDS, DEFAULT_SYSCALL_DUTY_PCT, WINDOW_PERIOD as SYSCALL_WINDOW_PERIOD};
+pub(crate) use syscalls::{least_mean_ns, median_cost_ns};
 
 use crate::profile::{EndpointSamples, Footprint, LostCounters, Meta, Process, ProgramCost, RawProfile, RawStack, StackLost};
 use crate::wire::serving::{Served, Serving};
@@ -725,6 +726,7 @@ impl Collector {
             bpf_run_ns: stats_on.then(|| stats.iter().map(|p| p.run_time_ns).sum()),
             bpf_run_count: stats_on.then(|| stats.iter().map(|p| p.runs).sum()),
             programs: if stats_on { program_costs(stats) } else { Vec::new() },
+            uprobe_traps: None,
         };
         // Stop recording before reading, so that the maps are consistent (the on-CPU
         // sampler detaches in its `finish`, below).

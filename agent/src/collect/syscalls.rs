@@ -143,16 +143,12 @@ impl SyscallTracer {
     /// of the differences, at least 0. Alternating pairs keep the machine's drift (±20 ns
     /// per call between two runs a few seconds apart here) out of the difference.
     fn calibrate(&mut self) -> Result<f64, CollectError> {
-        let mut diffs = Vec::with_capacity(CALIBRATION_PAIRS);
-        for _ in 0..CALIBRATION_PAIRS {
-            let off = syscall_ns();
+        median_cost_ns(syscall_ns, |measure| {
             let links = self.attach_pair()?;
-            let on = syscall_ns();
+            let on = measure();
             self.detach_pair(links)?;
-            diffs.push(on - off);
-        }
-        diffs.sort_by(f64::total_cmp);
-        Ok(diffs[diffs.len() / 2].max(0.0))
+            Ok(on)
+        })
     }
 
     /// Closes the open window (detaches both programs) and adds its time.
@@ -211,20 +207,45 @@ pub const CALIBRATION_ROUNDS: u32 = 5;
 /// Calls per calibration round: 2,000 (about 0.2-1 ms on this machine's 2 vCPUs).
 pub const CALIBRATION_CALLS: u32 = 2_000;
 
-/// The least mean time of one `getppid(2)` call over [`CALIBRATION_ROUNDS`] rounds of
-/// [`CALIBRATION_CALLS`], ns: the least is the round the fewest interrupts and preemptions
-/// fell in.
-fn syscall_ns() -> f64 {
+/// What an instrument costs each call it sees, ns: [`CALIBRATION_PAIRS`] times, `measure`
+/// (a time per call, ns) without the instrument, then `attached` (which attaches it, calls
+/// `measure` and detaches it); the median of the differences, at least 0. Alternating pairs
+/// keep the machine's drift out of the difference.
+///
+/// # Errors
+/// The first error of `attached`.
+pub(crate) fn median_cost_ns<E>(measure: impl Fn() -> f64, mut attached: impl FnMut(&dyn Fn() -> f64) -> Result<f64, E>) -> Result<f64, E> {
+    let mut diffs = Vec::with_capacity(CALIBRATION_PAIRS);
+    for _ in 0..CALIBRATION_PAIRS {
+        let off = measure();
+        let on = attached(&measure)?;
+        diffs.push(on - off);
+    }
+    diffs.sort_by(f64::total_cmp);
+    Ok(diffs[diffs.len() / 2].max(0.0))
+}
+
+/// The least mean time of one call of `call` over [`CALIBRATION_ROUNDS`] rounds of
+/// [`CALIBRATION_CALLS`] calls, ns: the least is the round the fewest interrupts and
+/// preemptions fell in.
+pub(crate) fn least_mean_ns(call: impl Fn()) -> f64 {
     (0..CALIBRATION_ROUNDS)
         .map(|_| {
             let t = Instant::now();
             for _ in 0..CALIBRATION_CALLS {
-                // SAFETY: getppid takes no arguments and cannot fail.
-                unsafe { libc::syscall(libc::SYS_getppid) };
+                call();
             }
             t.elapsed().as_nanos() as f64 / f64::from(CALIBRATION_CALLS)
         })
         .fold(f64::INFINITY, f64::min)
+}
+
+/// The least mean time of one `getppid(2)` call ([`least_mean_ns`]), ns.
+fn syscall_ns() -> f64 {
+    least_mean_ns(|| {
+        // SAFETY: getppid takes no arguments and cannot fail.
+        unsafe { libc::syscall(libc::SYS_getppid) };
+    })
 }
 
 /// Sums the per-CPU statistics per syscall number; syscalls never seen are left out. Most

@@ -171,6 +171,9 @@ impl ProfileHook for AgentHook {
             let reports_started = Instant::now();
             let call_counts = counters.as_ref().map(|c| c.read());
             drop(counters);
+            if let (Some(f), Some(c)) = (raw.meta.footprint.as_mut(), &call_counts) {
+                f.uprobe_traps = c.trap_ns().map(|ns| profiler::profile::UprobeTraps { hits: c.hits(), cost_ns: ns as u64 });
+            }
             let profile = symbolize::symbolize(raw);
             // The symbolizer's caches were dropped with it: give their heap back, so that
             // this run's peak and the next run do not start from them (profiler::memory).
