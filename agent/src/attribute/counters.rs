@@ -167,13 +167,9 @@ fn trap_cost_ns(addr: u64, call: impl Fn(u64) -> u64) -> Result<f64, String> {
     let maps = std::fs::read_to_string("/proc/self/maps").map_err(|e| format!("/proc/self/maps: {e}"))?;
     let offset = maps
         .lines()
-        .find_map(|l| {
-            let mut f = l.split_whitespace();
-            let (range, _perms, off) = (f.next()?, f.next()?, f.next()?);
-            let (start, end) = range.split_once('-')?;
-            let (start, end) = (u64::from_str_radix(start, 16).ok()?, u64::from_str_radix(end, 16).ok()?);
-            (start..end).contains(&addr).then(|| Some(addr - start + u64::from_str_radix(off, 16).ok()?)).flatten()
-        })
+        .filter_map(crate::sys::proc_maps::parse)
+        .find(|m| (m.start..m.end).contains(&addr))
+        .map(|m| addr - m.start + m.offset)
         .ok_or_else(|| format!("no mapping of {addr:#x} in /proc/self/maps"))?;
     let path = CString::new(exe.as_os_str().as_encoded_bytes()).map_err(|e| format!("{}: {e}", exe.display()))?;
     let measure = || {
@@ -301,7 +297,9 @@ pub struct CounterSpec {
 
 /// File offsets of `at` in the binary (distinct virtual addresses, mapped through the ELF
 /// segments: the uprobe PMU takes file offsets).
-fn probe_offsets(binary: &Path, at: &ProbeAt) -> Result<Vec<u64>, String> {
+/// The file offsets of `at`'s probes in `binary`, each with whether the kernel emulates the
+/// instruction there ([`emulated_by_uprobes`]).
+fn probe_offsets(binary: &Path, at: &ProbeAt) -> Result<Vec<(u64, bool)>, String> {
     use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
     let data = std::fs::read(binary).map_err(|e| format!("{}: {e}", binary.display()))?;
     let obj = object::File::parse(&*data).map_err(|e| format!("{}: {e}", binary.display()))?;
@@ -319,7 +317,8 @@ fn probe_offsets(binary: &Path, at: &ProbeAt) -> Result<Vec<u64>, String> {
         for seg in obj.segments() {
             let (fo, fs) = seg.file_range();
             if a >= seg.address() && a < seg.address() + fs.min(seg.size()) {
-                out.push(a - seg.address() + fo);
+                let off = a - seg.address() + fo;
+                out.push((off, data.get(off as usize..).is_some_and(emulated_by_uprobes)));
                 break;
             }
         }
@@ -367,7 +366,6 @@ impl Counters {
         let cpus = online_cpus();
         // Before the target's probes exist: the calibration's own trap is the only one.
         let trap = trap_costs().map_err(|e| tracing::warn!("uprobe trap cost not calibrated: {e}")).ok();
-        let code = std::fs::read(binary).map_err(|e| format!("{}: {e}", binary.display()))?;
         let mut c = Counters { entries: Vec::new(), specs: Vec::new(), unavailable: Vec::new(), trap, _path: path.clone() };
         for (i, CounterSpec { name, what, at }) in specs.iter().enumerate() {
             if let ProbeAt::Symbols(re) = at {
@@ -386,7 +384,7 @@ impl Counters {
             };
             let mut fds = Vec::new();
             let mut failure = None;
-            'open: for &off in &offsets {
+            'open: for &(off, _) in &offsets {
                 for &cpu in &cpus {
                     let attr = PerfEventAttr {
                         type_: pmu,
@@ -411,7 +409,7 @@ impl Counters {
             match failure {
                 Some(e) => c.unavailable.push((name.to_string(), e)),
                 None => {
-                    let stepped = offsets.iter().any(|&o| !code.get(o as usize..).is_some_and(emulated_by_uprobes));
+                    let stepped = offsets.iter().any(|&(_, emulated)| !emulated);
                     c.specs.push((name.to_string(), what.to_string(), offsets.len() as u32, stepped));
                     c.entries.push((i, fds));
                 }

@@ -92,7 +92,7 @@ impl Default for RecordDecoder {
         RecordDecoder {
             decoder: WireDecoder::new(DecoderOptions::default()),
             by_syscall: [0; abi::syscall::NAMES.len()],
-            chunk: Chunk { ts_ns: 0, pid: 0, tid: 0, socket: 0, protocol: Protocol::Http, direction: Direction::Rx, total_len: 0, head: Vec::new(), tail: Vec::new() },
+            chunk: Chunk::complete(0, 0, Protocol::Http, Direction::Rx, &[]),
             pg_ports: Default::default(),
             pg_server_ports: BTreeSet::new(),
         }
@@ -407,7 +407,7 @@ const RINGBUF_RECORD_HEADER_BYTES: u64 = 8;
 /// than its header says, with an unknown class or direction, or an HTTP record with a tail.
 /// HTTP heads are cut after their first `\n`, whatever the kernel sent.
 pub fn parse_chunk(data: &[u8]) -> Option<(Chunk, &'static str, (u16, u16))> {
-    let mut chunk = Chunk { ts_ns: 0, pid: 0, tid: 0, socket: 0, protocol: Protocol::Http, direction: Direction::Rx, total_len: 0, head: Vec::new(), tail: Vec::new() };
+    let mut chunk = Chunk::complete(0, 0, Protocol::Http, Direction::Rx, &[]);
     let (syscall, ports) = parse_chunk_into(data, &mut chunk)?;
     Some((chunk, abi::syscall::NAMES[usize::from(syscall)], ports))
 }
