@@ -242,7 +242,7 @@ fn cost_catalog_errors_have_their_lines() {
     let frames = &c.off_cpu.as_ref().unwrap().frames;
     assert!(frames.iter().any(|r| r.is_match("my_app::pool::get")) && frames.iter().any(|r| r.is_match("std::sys::sync::mutex::futex::Mutex::lock_contended")));
     // The built-in catalog has the frame sets the Rust code uses.
-    for name in ["runtime-park", "lock", "lock-wait", "spawn", "heap-growth", "db-driver"] {
+    for name in ["runtime-park", "lock", "lock-wait", "spawn", "heap-growth", "connection-setup", "db-driver"] {
         assert!(RuleSet::builtin().frame_set(name).is_some(), "{name}");
     }
 }

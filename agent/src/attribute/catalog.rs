@@ -22,8 +22,8 @@
 //! A named set of frame regexes, defined once and used by name (`"@lock"`) in any list of
 //! frame regexes of a `[[cost]]` or `[[thread_role]]` (defined earlier in the file, or in an
 //! earlier file), and by the Rust code that needs the same frames (`profiler diff` leaves out
-//! [`RUNTIME_PARK`] samples and counts [`LOCK`] and [`SPAWN`] frames; [`HEAP_GROWTH`] frames
-//! take a wider noise floor there; `global-locks` finds lock calls with [`LOCK`]).
+//! [`RUNTIME_PARK`] samples and counts [`LOCK`] and [`SPAWN`] frames; the [`BURSTY`] sets' frames
+//! ([`HEAP_GROWTH`], [`CONNECTION_SETUP`]) take a wider noise floor there; `global-locks` finds lock calls with [`LOCK`]).
 //!
 //! # `[[cost]]`
 //! ```toml
@@ -111,6 +111,13 @@ pub const LOCK: &str = "lock";
 pub const SPAWN: &str = "spawn";
 /// The frame set of the allocator growing its heap (fresh pages), whose samples come in bursts.
 pub const HEAP_GROWTH: &str = "heap-growth";
+/// The frame set of a database client opening a connection (the driver's connect and its
+/// authentication): a pool opens its connections at a run's edges, whose samples come in
+/// bursts.
+pub const CONNECTION_SETUP: &str = "connection-setup";
+/// The frame sets whose samples come in bursts that follow the process's state rather than the
+/// code: `profiler diff` gives the stacks through them a wider noise floor.
+pub const BURSTY: &[&str] = &[HEAP_GROWTH, CONNECTION_SETUP];
 /// The frame set of PostgreSQL client drivers (sqlx, tokio-postgres, diesel, ...): their
 /// share of the samples, and a warning when they are on the stacks but the wire decoded no
 /// PostgreSQL traffic.
