@@ -92,6 +92,24 @@ struct offcpu_start {
 };
 _Static_assert(sizeof(struct offcpu_start) == 40, "offcpu_start is 40 bytes");
 
+/* Value of `offcpu_loop_stacks` (keyed by thread id): the stacks a thread's last walked
+ * event-loop wait (epoll_wait, epoll_pwait, epoll_pwait2) had, and where in user space that
+ * wait was entered (the syscall's user registers and the frame record at bp). The next
+ * event-loop wait of the thread entered from the same place reuses them instead of walking
+ * again. */
+struct offcpu_loop_stack {
+	__u64 ip;             /* user instruction pointer at syscall entry (pt_regs ip) */
+	__u64 sp;             /* user stack pointer at syscall entry */
+	__u64 bp;             /* user frame pointer register at syscall entry */
+	__u64 frame[2];       /* the 16 bytes of user memory at bp: the caller's saved bp and the
+	                       * return address of a frame-pointer frame (0, 0 when unreadable) */
+	__s32 user_stack_id;  /* as stack_key */
+	__s32 kernel_stack_id;
+	__u32 uses;           /* waits that took these stacks since they were walked, the walk included */
+	__u32 _pad;
+};
+_Static_assert(sizeof(struct offcpu_loop_stack) == 56, "offcpu_loop_stack is 56 bytes");
+
 /* Value of the per-CPU `syscall_stats` array, indexed by x86_64 syscall number. */
 struct syscall_stat {
 	__u64 count;     /* completed calls */

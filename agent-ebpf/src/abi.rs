@@ -226,6 +226,32 @@ pub struct OffcpuStart {
     pub key: StackKey,
 }
 
+/// `struct offcpu_loop_stack`: value of `offcpu_loop_stacks` (keyed by `u32` thread id), the
+/// stacks of a thread's last walked event-loop wait (`epoll_wait`, `epoll_pwait`,
+/// `epoll_pwait2`) and where that syscall was entered (user registers, frame record); the next
+/// such wait entered from the same place reuses the stacks (see `offcpu.bpf.c`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
+pub struct OffcpuLoopStack {
+    /// User instruction pointer at syscall entry.
+    pub ip: u64,
+    /// User stack pointer at syscall entry.
+    pub sp: u64,
+    /// User frame pointer register at syscall entry.
+    pub bp: u64,
+    /// The 16 bytes of user memory at `bp` (with frame pointers, the caller's saved bp and the
+    /// return address); zeros when unreadable.
+    pub frame: [u64; 2],
+    /// As [`StackKey::user_stack_id`].
+    pub user_stack_id: i32,
+    /// As [`StackKey::kernel_stack_id`].
+    pub kernel_stack_id: i32,
+    /// Waits that took these stacks since they were walked, the walk included.
+    pub uses: u32,
+    /// Padding.
+    pub _pad: u32,
+}
+
 /// `struct syscall_stat`: value of the per-CPU `syscall_stats` array (index = x86_64
 /// syscall number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -267,6 +293,9 @@ const _: () = assert!(size_of::<OffcpuValue>() == 16);
 const _: () = assert!(offset_of!(OffcpuValue, total_ns) == 8);
 const _: () = assert!(size_of::<OffcpuStart>() == 40);
 const _: () = assert!(offset_of!(OffcpuStart, key) == 8);
+const _: () = assert!(size_of::<OffcpuLoopStack>() == 56);
+const _: () = assert!(offset_of!(OffcpuLoopStack, user_stack_id) == 40);
+const _: () = assert!(offset_of!(OffcpuLoopStack, uses) == 48);
 const _: () = assert!(size_of::<SyscallStat>() == 40 + 8 * LATENCY_BUCKETS);
 const _: () = assert!(offset_of!(SyscallStat, total_ns) == 24);
 const _: () = assert!(offset_of!(SyscallStat, latency_log2_ns) == 32);
@@ -306,6 +335,9 @@ pub mod names {
     pub const MAP_OFFCPU_STATS: &str = "offcpu_stats";
     /// Threads switched out right now (`offcpu`): `u32` tid -> `OffcpuStart`.
     pub const MAP_OFFCPU_STARTS: &str = "offcpu_starts";
+    /// Event-loop threads' last walked stacks (`offcpu`): LRU hash, `u32` tid ->
+    /// `OffcpuLoopStack`.
+    pub const MAP_OFFCPU_LOOP_STACKS: &str = "offcpu_loop_stacks";
     /// Per-syscall statistics (`syscalls`): per-CPU array of `SyscallStat`.
     pub const MAP_SYSCALL_STATS: &str = "syscall_stats";
     /// Task-local entry timestamps (`syscalls`).
@@ -349,6 +381,9 @@ pub mod names {
     pub const GLOBAL_TARGET_CGROUP_LEVEL: &str = "target_cgroup_level";
     /// Knob (`u64`, `offcpu`): shorter waits are not recorded, ns.
     pub const GLOBAL_MIN_BLOCK_NS: &str = "min_block_ns";
+    /// Knob (`u64`, `offcpu`): an event-loop wait walks its stacks at least once in this many
+    /// waits of its thread; 1 walks every wait.
+    pub const GLOBAL_LOOP_REWALK_EVERY: &str = "loop_rewalk_every";
     /// Knob (`u64`, `stackcopy`): bytes of user stack read per sample, `<= STACK_COPY_MAX_BYTES`.
     pub const GLOBAL_STACK_COPY_BYTES: &str = "stack_copy_bytes";
 }
