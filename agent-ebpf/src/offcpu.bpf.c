@@ -4,7 +4,9 @@
  * TASK_RUNNING: sleep, I/O, lock, futex) is remembered with its time and stacks; when it
  * is switched in again, the time it spent off the CPU is added to its (thread, stacks)
  * entry of `offcpu_stats`. A thread preempted while runnable is not counted: that is CPU
- * contention, not a wait of the program. Waits shorter than `min_block_ns` are ignored.
+ * contention, not a wait of the program. Nor is a thread's last switch-out as it exits
+ * (TASK_DEAD): it never comes back, and would count as a wait up to the end of the run.
+ * Waits shorter than `min_block_ns` are ignored.
  * As with libbpf-tools offcputime, the time runs until the thread is back on a CPU, so it
  * includes the run-queue delay after its wake-up.
  *
@@ -28,6 +30,8 @@
 #include "stacks.bpf.h"
 
 #define TASK_RUNNING 0
+/* __state of a task switched out for the last time, in do_task_dead (include/linux/sched.h). */
+#define TASK_DEAD 0x00000080
 /* x86_64 syscall numbers of the event-loop waits (arch/x86/entry/syscalls/syscall_64.tbl). */
 #define NR_EPOLL_WAIT 232
 #define NR_EPOLL_PWAIT 281
@@ -139,7 +143,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 
 	/* Switch-out: `prev` is the current task, so the filter and the stack walks apply
 	 * to it. */
-	if (prev->pid != 0 && prev_state != TASK_RUNNING && current_is_target(prev->tgid)) {
+	if (prev->pid != 0 && prev_state != TASK_RUNNING && !(prev_state & TASK_DEAD) && current_is_target(prev->tgid)) {
 		struct offcpu_start s = {};
 		__u32 prev_pid = prev->pid;
 		struct pt_regs *regs = event_loop_wait_regs();

@@ -115,3 +115,28 @@ fn event_loop_waits_keep_their_call_sites_when_their_stacks_are_reused() {
         }
     }
 }
+
+#[test]
+fn a_thread_that_exits_leaves_no_wait_open() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
+    // One 50 ms sleep, then the process exits while the run goes on for 600 ms more. Its
+    // last switch-out (do_task_dead) is not a wait: nothing of the process may count to the
+    // end of the run. Before, that switch-out counted as an open wait of about 600 ms.
+    let exe = example("ka_known_sleeps");
+    let mut child = Spawned::new(&exe, &["1", "50"]);
+    assert_eq!(child.read_line(), "ready");
+    let pid = child.pid();
+    let target = Target::Pid(pid).resolve().unwrap();
+    let options = Options { offcpu: true, syscalls: false, wire: false, ..Default::default() };
+    let collector = Collector::start(&target, &options).unwrap();
+    child.send_line("go");
+    assert_eq!(child.read_line(), "done 0");
+    child.send_line("exit");
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    let profile = collector.finish(&target, None).unwrap();
+    let total_ns: u64 = profile.off_cpu.iter().filter(|s| s.pid == pid).map(|s| s.total_ns).sum();
+    eprintln!("the exited process: {} ms off-CPU", total_ns / 1_000_000);
+    assert!(total_ns >= 50_000_000 && total_ns < 300_000_000, "{total_ns} ns");
+}
