@@ -174,6 +174,37 @@ fn windowed_counts_estimate_the_run() {
     assert!((report.traced_share - 1.0 / scale).abs() < 1e-9);
 }
 
+/// A closed gate (`Options::syscalls_gate`) holds every window closed: `getresuid` calls made
+/// before it opens are not counted, the 2,345 made after are, exactly. (`getresuid`: no other
+/// test of this process makes it.)
+#[test]
+fn no_window_opens_before_the_gate() {
+    if skip_unless(&[Need::Root]) {
+        return;
+    }
+    let getresuid = |n: u32| {
+        let (mut r, mut e, mut s): (libc::uid_t, libc::uid_t, libc::uid_t) = (0, 0, 0);
+        for _ in 0..n {
+            // SAFETY: getresuid writes three uid_t through pointers to these locals.
+            unsafe { libc::syscall(libc::SYS_getresuid, &mut r as *mut libc::uid_t, &mut e as *mut libc::uid_t, &mut s as *mut libc::uid_t) };
+        }
+    };
+    let target = Target::Pid(std::process::id()).resolve().unwrap();
+    let gate = collect::Gate::closed();
+    let options = Options { offcpu: false, syscalls: true, syscalls_duty_pct: 100, syscalls_gate: Some(gate.clone()), wire: false, frequency_hz: 19, ..Default::default() };
+    let mut collector = Collector::start(&target, &options).expect("start");
+    getresuid(1_000);
+    collector.tick().expect("tick");
+    getresuid(1_000);
+    gate.open();
+    collector.tick().expect("tick");
+    getresuid(2_345);
+    let profile = collector.finish(&target, None).expect("finish");
+    let counted = profile.syscalls.iter().find(|s| s.name == "getresuid").map_or(0, |s| s.count);
+    assert_eq!(counted, 2_345);
+    assert_eq!(profile.meta.syscall_windows.expect("windows recorded").windows, 1);
+}
+
 /// A call that begins in one window and ends in a later one (its exit in between not seen)
 /// must not be counted with the first call's start: a thread sleeping 600 ms at a time,
 /// longer than a 250 ms window, has no counted sleep of 268 ms or more (without the window

@@ -183,11 +183,22 @@ fn spawn_per_request_evidence_by_hand() {
         counts: vec![profiler::attribute::counters::CallCount { name: "tokio_tasks_spawned".into(), what: "x".into(), probes: 1, count: 100, stepped: false }],
         unavailable: vec![],
         trap: None,
+        requests: None,
     };
     profiler::attribute::ranking::add_call_counts(&mut r, &counts);
     let f = cost(&r, "spawn-per-request").unwrap();
     assert!(!f.evidence.iter().any(|e| e == profiler::attribute::costs::SPAWNS_NOT_COUNTED), "{:?}", f.evidence);
     assert_eq!(f.evidence.last().unwrap(), &format!("uprobe count: 100 tokio tasks spawned (OwnedTasks::bind_inner) for {req} requests, {:.2} per request (all tasks: the pipeline's and the libraries', e.g. a driver's per-release task)", 100.0 / req as f64));
+
+    // Counted over a run of their own (the bench's counting run): divided by that run's
+    // requests, not the profile's.
+    let mut r = ranked(&p, req, None);
+    let counts = profiler::attribute::counters::CallCounts { requests: Some(40), ..counts };
+    profiler::attribute::ranking::add_call_counts(&mut r, &counts);
+    let f = cost(&r, "spawn-per-request").unwrap();
+    assert_eq!(f.counts_per_request.get("tasks_spawned"), Some(&2.5));
+    assert!(f.evidence.last().unwrap().starts_with("uprobe count: 100 tokio tasks spawned (OwnedTasks::bind_inner) for 40 requests, 2.50 per request"), "{:?}", f.evidence);
+    assert_eq!(r.calls_per_request, vec![("tokio_tasks_spawned".to_string(), 2.5)]);
 }
 
 #[test]

@@ -307,6 +307,8 @@ async fn measure(
                         break;
                     }
                 };
+                // No restart here: the measured part begins with the attach.
+                session.measured_part_begins();
                 let b = measured_run(env, opts, test, opts.duration, &token, scratch.path()).await;
                 let finished = tokio::task::spawn_blocking(move || session.finish())
                     .await

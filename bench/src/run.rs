@@ -111,6 +111,18 @@ pub trait ProfileSession: Send {
     /// Stops collecting and writes the outputs. Returns the number of on-CPU samples and the
     /// text summary.
     fn finish(self: Box<Self>) -> Result<(u64, String), String>;
+
+    /// The measured part of the profiled run begins: the app's restart and warm-up are over.
+    /// Counts that one-off bursts would make noisy start here (the default does nothing).
+    fn measured_part_begins(&self) {}
+}
+
+/// A count of the app's library calls over a run of its own, started before that run and
+/// finished after it.
+pub trait CountSession: Send {
+    /// Stops counting and writes the counts with `requests`, the requests the load generator
+    /// completed in the run, into the test's output folder. Returns a one-line summary.
+    fn finish(self: Box<Self>, requests: u64) -> Result<String, String>;
 }
 
 /// Starts profiling sessions (implemented by the agent).
@@ -120,7 +132,24 @@ pub trait ProfileHook: Send + Sync {
     /// must attach to that cgroup (descendants included), not to the container or the pid:
     /// the run restarts the app under it once `start` has returned.
     fn start(&self, target: &AppTarget, test: Test, out_dir: &Path, expected: Duration) -> Result<Box<dyn ProfileSession>, String>;
+
+    /// Starts counting the app's library calls (uprobes) for a run of their own after the
+    /// profiled run, outputs to `out_dir`: each call counted is a breakpoint trap in the app,
+    /// which would slow the profiled run. `Ok(None)` when this hook counts nothing (the
+    /// default).
+    ///
+    /// # Errors
+    /// Why the counters could not be set up.
+    fn start_counting(&self, _target: &AppTarget, _out_dir: &Path) -> Result<Option<Box<dyn CountSession>>, String> {
+        Ok(None)
+    }
 }
+
+/// Longest counting run ([`ProfileHook::start_counting`]): 5 s, or the measured runs' length
+/// when shorter. The counts are exact; their error is the requests in flight when the run ends
+/// (counted calls, no completed request), at most the load's connections: 64 of about 10,000
+/// requests on the slowest test.
+pub const COUNTING_RUN_MAX: Duration = Duration::from_secs(5);
 
 /// Progress lines for a person watching (the agent shows them with indicatif or on stderr).
 pub trait Progress: Send + Sync {
@@ -655,6 +684,44 @@ pub async fn measured_run(env: &Environment, opts: &BenchOptions, test: Test, du
     Ok(RunResult { wrk: result?, app, postgres })
 }
 
+/// The counting run after a profiled run ([`ProfileHook::start_counting`]): the counters set
+/// up, a load run of at most [`COUNTING_RUN_MAX`], the counts written with its completed
+/// requests. Counters that cannot be set up cost a line, not the bench.
+///
+/// # Errors
+/// The load run's own failure.
+#[allow(clippy::too_many_arguments)]
+async fn count_calls(
+    env: &Environment,
+    opts: &BenchOptions,
+    hook: &dyn ProfileHook,
+    test: Test,
+    dir: &Path,
+    token: &str,
+    scratch: &Path,
+    progress: &dyn Progress,
+) -> Result<(), BenchError> {
+    let session = match hook.start_counting(&env.target, dir) {
+        Ok(Some(session)) => session,
+        Ok(None) => return Ok(()),
+        Err(e) => {
+            progress.done(&format!("{test}: no call counts: {e}"));
+            return Ok(());
+        }
+    };
+    let duration = opts.duration.min(COUNTING_RUN_MAX);
+    progress.step(&format!("{test}: counting run ({} s, library calls counted with uprobes)", duration.as_secs()), duration);
+    let run = measured_run(env, opts, test, duration, token, scratch).await;
+    let requests = run.as_ref().map_or(0, |r| r.wrk.requests);
+    let finished = tokio::task::spawn_blocking(move || session.finish(requests)).await.unwrap_or_else(|e| Err(format!("counting task: {e}")));
+    let run = run?;
+    match finished {
+        Ok(summary) => progress.done(&format!("{test}: counting run {:.0} req/s, {summary}", run.wrk.req_per_s)),
+        Err(e) => progress.done(&format!("{test}: counting failed: {e}")),
+    }
+    Ok(())
+}
+
 /// Runs the whole benchmark. `results` receives every measurement as soon as it is made, so
 /// that an interrupted run still has what it measured. Writes nothing itself: the caller
 /// writes results.json and the reports.
@@ -787,7 +854,10 @@ async fn measure(
                         }
                     }
                     let run = match run {
-                        Ok(()) => measured_run(env, opts, test, opts.duration, &token, scratch.path()).await,
+                        Ok(()) => {
+                            session.measured_part_begins();
+                            measured_run(env, opts, test, opts.duration, &token, scratch.path()).await
+                        }
                         Err(e) => Err(e),
                     };
                     let finished = tokio::task::spawn_blocking(move || session.finish())
@@ -809,6 +879,9 @@ async fn measure(
                             progress.done(&format!("{test}: profiling failed: {e}"));
                             result.profile_error = Some(e);
                         }
+                    }
+                    if result.profiled.is_some() {
+                        count_calls(env, opts, hook, test, &dir, &token, scratch.path(), progress).await?;
                     }
                 }
                 Err(e) => {

@@ -74,7 +74,8 @@ pub struct CallCount {
 /// The file `counters.json` an attach or bench output holds beside `profile.json`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CallCounts {
-    /// The counters that could be set up, with their counts over the profile's window.
+    /// The counters that could be set up, with their counts over the profile's window (or
+    /// over the run of [`CallCounts::requests`]).
     pub counts: Vec<CallCount>,
     /// Counters that could not be set up, and why (e.g. the function was inlined everywhere).
     pub unavailable: Vec<(String, String)>,
@@ -83,6 +84,11 @@ pub struct CallCounts {
     /// it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trap: Option<TrapCosts>,
+    /// The requests completed while the counters counted, when they counted over a run of
+    /// their own rather than the profile's window (`profiler bench`'s counting run: the load
+    /// generator's count); the counts per request are then divided by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<u64>,
 }
 
 /// What one uprobe hit costs the task that takes it, ns, by how the kernel runs the probed
@@ -432,6 +438,6 @@ impl Counters {
             }
             counts.push(CallCount { name: name.clone(), what: what.clone(), probes: *probes, count: total, stepped: *stepped });
         }
-        CallCounts { counts, unavailable: self.unavailable.clone(), trap: self.trap }
+        CallCounts { counts, unavailable: self.unavailable.clone(), trap: self.trap, requests: None }
     }
 }

@@ -488,8 +488,9 @@ pub struct Ranking {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub syscalls_scaled_by: Option<String>,
     /// Exact calls of library functions per HTTP request (`counters.json` beside the
-    /// profile, see [`super::counters`]), e.g. `("tokio_tasks_spawned", 2.0)`; over the whole
-    /// capture, so divided by [`Ranking::requests`]. Empty without counters.
+    /// profile, see [`super::counters`]), e.g. `("tokio_tasks_spawned", 2.0)`: over the whole
+    /// capture, so divided by [`Ranking::requests`], or over a run of their own, divided by its
+    /// requests ([`super::counters::CallCounts::requests`]). Empty without counters.
     #[serde(default)]
     pub calls_per_request: Vec<(String, f64)>,
     /// Threads by role ([`super::catalog::ThreadRole`]): how many, their on-CPU samples and
@@ -709,14 +710,14 @@ pub const ENDPOINTS_LISTED: usize = 20;
 pub const MIN_LOCKS_PER_REQUEST: f64 = 0.5;
 
 /// Adds exact call counts ([`super::counters::CallCounts`], over the same window as the
-/// profile) to a ranking: [`Ranking::calls_per_request`]; the tasks spawned per request to the
+/// profile, or over a run of their own when they carry its request count) to a ranking: [`Ranking::calls_per_request`]; the tasks spawned per request to the
 /// `spawn-per-request` finding's counts and evidence; and the lock counters (`lock:<function>`,
 /// [`super::counters::default_specs`]) taken at least [`MIN_LOCKS_PER_REQUEST`] times per
 /// request to the `global-locks` finding, which they create when the samples did not (an
 /// uncontended lock has no samples of its own: its predicted gain is then that of its sampled
 /// CPU, none).
 pub fn add_call_counts(r: &mut Ranking, counts: &super::counters::CallCounts) {
-    let Some(n) = r.requests.filter(|&n| n > 0) else { return };
+    let Some(n) = counts.requests.or(r.requests).filter(|&n| n > 0) else { return };
     add_lock_counts(r, counts, n);
     r.calls_per_request = counts.counts.iter().map(|c| (c.name.clone(), c.count as f64 / n as f64)).collect();
     if let Some(spawned) = counts.get("tokio_tasks_spawned") {

@@ -122,6 +122,37 @@ pub enum CollectError {
     DbUrl(String),
 }
 
+/// A switch that holds the syscall windows closed until the caller raises it
+/// ([`Options::syscalls_gate`]). Clones share the switch; two gates are equal when they are the
+/// same switch.
+#[derive(Debug, Clone, Default)]
+pub struct Gate(std::sync::Arc<AtomicBool>);
+
+impl Gate {
+    /// A closed gate.
+    pub fn closed() -> Gate {
+        Gate::default()
+    }
+
+    /// Raises it, for good.
+    pub fn open(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether it was raised.
+    pub fn is_open(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl PartialEq for Gate {
+    fn eq(&self, other: &Gate) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Gate {}
+
 /// [`Options::offcpu_loop_rewalk_every`]'s default: 64. On target-app's `deals-create`, 99.9%
 /// of the app's off-CPU waits were its tokio worker parking in `epoll_wait` (113,101 of
 /// 113,222 in a smoke bench), and walking their two stacks took about 1.5 of the 2.2 µs the
@@ -150,6 +181,13 @@ pub struct Options {
     /// the start of each second; counts are scaled to the run (see [`syscalls`](self::syscalls)).
     /// Default is [`DEFAULT_SYSCALL_DUTY_PCT`]; 100 counts every call.
     pub syscalls_duty_pct: u32,
+    /// No syscall window opens before this gate is raised, so that the counts leave out a
+    /// part of the run the caller knows is not the steady state (`profiler bench` raises it
+    /// when the warm-up after the app's restart ends: the restart's one-off bursts, such as
+    /// the dynamic loader's `newfstatat`s, would fall in a window or not). The counts are
+    /// scaled by the requests served inside the windows, which the gate leaves right. Default
+    /// is `None`: windows from the start.
+    pub syscalls_gate: Option<Gate>,
     /// How on-CPU user stacks are unwound: see [`Unwind`] and [`dwarf`](self::dwarf).
     /// Default is [`Unwind::Auto`] (stack copy + `.eh_frame` CFI, frame pointers where a
     /// binary has no CFI).
@@ -187,6 +225,7 @@ impl Default for Options {
             offcpu_loop_rewalk_every: DEFAULT_LOOP_REWALK_EVERY,
             syscalls: true,
             syscalls_duty_pct: DEFAULT_SYSCALL_DUTY_PCT,
+            syscalls_gate: None,
             unwind: Unwind::Auto,
             stack_copy_bytes: DEFAULT_STACK_COPY_BYTES,
             wire: true,
@@ -539,7 +578,7 @@ impl Collector {
             None
         };
         let mut syscalls = if options.syscalls {
-            Some(syscalls::SyscallTracer::load(filter, options.syscalls_duty_pct)?)
+            Some(syscalls::SyscallTracer::load(filter, options.syscalls_duty_pct, options.syscalls_gate.clone())?)
         } else {
             None
         };
@@ -570,9 +609,10 @@ impl Collector {
             (Some(url), true) => Some(pg_activity::ActivityPoller::start(url).map_err(CollectError::DbUrl)?),
             _ => None,
         };
-        // The first window opens now; `Collector::tick` opens and closes the next ones.
+        // The first window opens now (unless a gate holds it); `Collector::tick` opens and
+        // closes the next ones.
         if let Some(tracer) = syscalls.as_mut() {
-            tracer.open()?;
+            tracer.tick(Duration::ZERO)?;
         }
         if let Some(ebpf) = offcpu.as_mut() {
             let prog: &mut BtfTracePoint = program(ebpf, names::PROG_ON_SCHED_SWITCH)?;
@@ -746,7 +786,6 @@ impl Collector {
             bpf_run_ns: stats_on.then(|| stats.iter().map(|p| p.run_time_ns).sum()),
             bpf_run_count: stats_on.then(|| stats.iter().map(|p| p.runs).sum()),
             programs: if stats_on { program_costs(stats) } else { Vec::new() },
-            uprobe_traps: None,
         };
         // Stop recording before reading, so that the maps are consistent (the on-CPU
         // sampler detaches in its `finish`, below).
@@ -810,7 +849,7 @@ impl Collector {
                 // Counted in windows: the share of the requests served inside them, when the
                 // wire saw the requests (see Meta::syscall_scale).
                 let request_share = match &request_spread {
-                    Some(spread) if tracer.duty_pct() < 100 => spread.share_within(tracer.spans()),
+                    Some(spread) if tracer.duty_pct() < 100 || tracer.held() => spread.share_within(tracer.spans()),
                     _ => None,
                 };
                 let (stats, mut windows) = tracer.finish(duration)?;

@@ -61,13 +61,17 @@ pub(super) struct SyscallTracer {
     /// The closed windows, `[start, end)` in ns of `CLOCK_MONOTONIC` (the wire's clock): from
     /// the attach of both programs to the start of their detach.
     spans: Vec<(u64, u64)>,
+    /// [`super::Options::syscalls_gate`].
+    gate: Option<super::Gate>,
+    /// A tick found the gate closed: the windows do not cover the whole run.
+    held: bool,
 }
 
 impl SyscallTracer {
     /// Loads both programs (verified, not attached) and calibrates
     /// [`SyscallWindows::tracepoint_tax_ns`] (window number 0: the programs count nothing
-    /// meanwhile). `duty_pct` must be 1..=100.
-    pub(super) fn load(filter: &Filter, duty_pct: u32) -> Result<Self, CollectError> {
+    /// meanwhile). `duty_pct` must be 1..=100; no window opens before `gate` is raised.
+    pub(super) fn load(filter: &Filter, duty_pct: u32, gate: Option<super::Gate>) -> Result<Self, CollectError> {
         if !(1..=100).contains(&duty_pct) {
             return Err(CollectError::InvalidOption { option: "--syscalls-duty", message: format!("{duty_pct}% is not in 1..=100") });
         }
@@ -76,7 +80,7 @@ impl SyscallTracer {
             let prog: &mut RawTracePoint = program(&mut ebpf, name)?;
             prog.load().map_err(|e| load_error(name, e))?;
         }
-        let mut tracer = SyscallTracer { ebpf, duty_pct, links: None, window: 0, opened: None, traced: Duration::ZERO, spans: Vec::new(), tax_ns: None };
+        let mut tracer = SyscallTracer { ebpf, duty_pct, links: None, window: 0, opened: None, traced: Duration::ZERO, spans: Vec::new(), tax_ns: None, gate, held: false };
         // Here rather than at the first window, whose length the calibration would shorten.
         tracer.tax_ns = Some(tracer.calibrate()?);
         Ok(tracer)
@@ -85,6 +89,11 @@ impl SyscallTracer {
     /// The object (maps, run statistics).
     pub(super) fn ebpf(&self) -> &Ebpf {
         &self.ebpf
+    }
+
+    /// Whether the gate held the windows closed for a while ([`super::Options::syscalls_gate`]).
+    pub(super) fn held(&self) -> bool {
+        self.held
     }
 
     /// Requested share of the run, percent.
@@ -167,6 +176,11 @@ impl SyscallTracer {
     /// during the first `duty × WINDOW_PERIOD` of each period) and returns the time until
     /// the next change.
     pub(super) fn tick(&mut self, elapsed: Duration) -> Result<Duration, CollectError> {
+        if self.gate.as_ref().is_some_and(|g| !g.is_open()) {
+            self.held = true;
+            self.close()?;
+            return Ok(GATE_POLL);
+        }
         if self.duty_pct >= 100 {
             self.open()?;
             return Ok(Duration::MAX);
@@ -198,6 +212,10 @@ impl SyscallTracer {
         Ok((stats, windows))
     }
 }
+
+/// How often a closed gate is looked at ([`super::Options::syscalls_gate`]): 10 ms, so a
+/// window due when it opens starts at most that late.
+const GATE_POLL: Duration = Duration::from_millis(10);
 
 /// Detached-then-attached pairs of the calibration of [`SyscallWindows::tracepoint_tax_ns`].
 pub const CALIBRATION_PAIRS: usize = 3;

@@ -204,21 +204,6 @@ pub struct Footprint {
     /// were on. Empty in profiles written before it was recorded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub programs: Vec<ProgramCost>,
-    /// The uprobe call counters' cost to the target over the run (their hits times the
-    /// calibrated cost of a trap, [`crate::attribute::counters::CallCounts::trap_ns`]), when
-    /// counters ran (`profiler bench`'s profiled runs) and their trap cost was calibrated.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uprobe_traps: Option<UprobeTraps>,
-}
-
-/// The uprobe call counters' hits over a run and what they cost the target (an estimate).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UprobeTraps {
-    /// Hits of every counter's uprobes.
-    pub hits: u64,
-    /// Their cost, ns: each counter's hits times the calibrated trap cost of its kind of
-    /// probed instruction.
-    pub cost_ns: u64,
 }
 
 /// One BPF program's cost during a run, from the kernel's run statistics

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use crate::load::Test;
 use crate::results::BenchResults;
-use crate::run::{AppTarget, BenchOptions, ProfileHook, ProfileSession, Progress};
+use crate::run::{AppTarget, BenchOptions, CountSession, ProfileHook, ProfileSession, Progress};
 use super::args::{AppArgs, LoadArgs, OverheadArgs, RunArgs, ServeArgs};
 
 use profiler::collect;
@@ -58,6 +58,8 @@ struct AgentSession {
     handle: Option<JoinHandle<Result<(u64, String), String>>>,
     /// Where the profile goes, for the line printed when it is cut short.
     out: PathBuf,
+    /// Holds the syscall windows closed through the app's restart and warm-up.
+    syscalls_gate: collect::Gate,
 }
 
 impl ProfileSession for AgentSession {
@@ -65,6 +67,10 @@ impl ProfileSession for AgentSession {
         self.stop.store(true, Ordering::Relaxed);
         let handle = self.handle.take().ok_or("the profiling session was already finished")?;
         handle.join().map_err(|_| "the profiling thread panicked".to_string())?
+    }
+
+    fn measured_part_begins(&self) {
+        self.syscalls_gate.open();
     }
 }
 
@@ -90,9 +96,11 @@ struct AgentHook {
     rules: Arc<profiler::attribute::RuleSet>,
     /// Which tracers run (`bench overhead` measures each mode; the profiled run has everything).
     mode: super::overhead::AgentMode,
-    /// Also count library calls and lock acquisitions with uprobes (`counters.json`): on for
-    /// the profiled run, off in `bench overhead`, whose modes are `profiler attach`'s. Each count
-    /// is an `int3` trap: on `/json` the five per request cost about 8% of the app's CPU.
+    /// Also count library calls and lock acquisitions with uprobes (`counters.json`), in a
+    /// counting run after the profiled run ([`ProfileHook::start_counting`]): on in the
+    /// bench, off in `bench overhead`, whose modes are `profiler attach`'s. Each count is a
+    /// breakpoint trap: on `/json` the 4 per request cost 12% of the app's CPU (2.06 of
+    /// 16.6 µs), more than every BPF program, when they counted in the profiled run.
     counters: bool,
     /// Time every BPF program with the kernel's run statistics
     /// ([`collect::Options::bpf_run_stats`]) for `footprint.json` and the agent cost line: on
@@ -108,15 +116,17 @@ impl ProfileHook for AgentHook {
             (None, Some(name)) => Target::Container(name.clone()),
             (None, None) => Target::Pid(target.pid),
         };
-        // The profiled run counts every syscall (`bench overhead` runs use `profiler attach`'s
-        // windows). It covers the app's restart: a one-off burst such as the dynamic loader's
-        // `newfstatat`s falls in a window or not, and is then scaled x4 or counted 0 (in
-        // diff_bench: `newfstatat` 0 -> 0.081 calls/req between two benches of the same app).
-        let syscalls_duty_pct = if self.counters { 100 } else { collect::DEFAULT_SYSCALL_DUTY_PCT };
+        // Syscalls are counted in `profiler attach`'s windows, from the end of the warm-up
+        // (`measured_part_begins`): the profile covers the app's restart, whose one-off bursts
+        // (the dynamic loader's `newfstatat`s) would fall in a window or not and be scaled x4
+        // or counted 0 (in diff_bench, with windows from the start: `newfstatat` 0 -> 0.081
+        // calls/req between two benches of the same app).
+        let syscalls_gate = collect::Gate::closed();
         let options = self.mode.options(collect::Options {
             frequency_hz: self.frequency_hz,
             db_port: target.db_port,
-            syscalls_duty_pct,
+            syscalls_duty_pct: collect::DEFAULT_SYSCALL_DUTY_PCT,
+            syscalls_gate: Some(syscalls_gate.clone()),
             bpf_run_stats: self.bpf_stats,
             ..Default::default()
         });
@@ -126,30 +136,10 @@ impl ProfileHook for AgentHook {
         let was_cancelled = cancelled.clone();
         let out = out_dir.to_path_buf();
         let rules = self.rules.clone();
-        let with_counters = self.counters;
         let (attached_tx, attached_rx) = mpsc::channel::<()>();
         // Target::resolve talks to Docker on a runtime of its own: it must run outside ours.
-        // The app's own pid: the cgroup's lowest pid is not always the app (the `sleep`
-        // that holds the cgroup while the app restarts, a process left by another program).
-        let app_pid = target.pid;
         let handle = std::thread::spawn(move || -> Result<(u64, String), String> {
             let mut resolved = t.resolve().map_err(|e| format!("{e:#}"))?;
-            // Exact counts of library calls (tokio task spawns) over the same window: uprobe
-            // counters on the app's binary, filtered on its cgroup (attribute::counters).
-            let main_pid = if app_pid > 0 { app_pid } else { resolved.main_pid };
-            let counters = match (&resolved.cgroup_dir, main_pid) {
-                (Some(cg), pid) if pid > 0 && with_counters => {
-                    let exe = PathBuf::from(format!("/proc/{pid}/exe"));
-                    // The app's own crate, for the lock counters: Cargo names a binary crate
-                    // like its executable.
-                    let crates: Vec<String> = std::fs::read_link(&exe).ok().and_then(|p| profiler::attribute::locks::crate_of_executable(&p)).into_iter().collect();
-                    let specs = profiler::attribute::counters::default_specs(&exe, &crates);
-                    profiler::attribute::counters::Counters::open_specs(&exe, cg, &specs)
-                        .map_err(|e| tracing::warn!("no call counters: {e}"))
-                        .ok()
-                }
-                _ => None,
-            };
             let mut signalled = false;
             // The collection ends when `finish` raises the flag (the run is over); the long
             // deadline is only a guard.
@@ -169,19 +159,11 @@ impl ProfileHook for AgentHook {
                 raw.meta.partial = None;
             }
             let reports_started = Instant::now();
-            let call_counts = counters.as_ref().map(|c| c.read());
-            drop(counters);
-            if let (Some(f), Some(c)) = (raw.meta.footprint.as_mut(), &call_counts) {
-                f.uprobe_traps = c.trap_ns().map(|ns| profiler::profile::UprobeTraps { hits: c.hits(), cost_ns: ns as u64 });
-            }
             let profile = symbolize::symbolize(raw);
             // The symbolizer's caches were dropped with it: give their heap back, so that
             // this run's peak and the next run do not start from them (profiler::memory).
             profiler::memory::release_free();
             render::write_all_with(&profile, &out, &render::Options { rules: Some(&*rules), ..Default::default() }).map_err(|e| format!("{e:#}"))?;
-            if let Some(c) = &call_counts {
-                c.write(&out).map_err(|e| format!("writing counters.json: {e}"))?;
-            }
             if let Some(f) = super::overhead::RunFootprint::of(&profile, reports_started.elapsed()) {
                 f.write(&out).map_err(|e| format!("writing footprint.json: {e}"))?;
             }
@@ -215,7 +197,57 @@ impl ProfileHook for AgentHook {
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
             }
         }
-        Ok(Box::new(AgentSession { stop, cancelled, handle: Some(handle), out: out_dir.to_path_buf() }))
+        Ok(Box::new(AgentSession { stop, cancelled, handle: Some(handle), out: out_dir.to_path_buf(), syscalls_gate }))
+    }
+
+    /// Uprobe counters of tokio's task spawns and the app's lock fast paths on the app's
+    /// executable, filtered on its cgroup ([`profiler::attribute::counters`]).
+    fn start_counting(&self, target: &AppTarget, out_dir: &Path) -> Result<Option<Box<dyn CountSession>>, String> {
+        if !self.counters {
+            return Ok(None);
+        }
+        let pid = target.pid;
+        let cgroup = match (&target.cgroup, &target.container) {
+            (Some(cg), _) => cg.clone(),
+            // Target::resolve talks to Docker on a runtime of its own: outside ours.
+            (None, Some(name)) => {
+                let t = Target::Container(name.clone());
+                std::thread::spawn(move || t.resolve().map_err(|e| format!("{e:#}")))
+                    .join()
+                    .map_err(|_| "resolving the container panicked".to_string())??
+                    .cgroup_dir
+                    .ok_or("the app's container has no cgroup v2 directory")?
+            }
+            (None, None) => return Err("the app runs outside a cgroup v2 directory: uprobe counters filter on one".into()),
+        };
+        let exe = PathBuf::from(format!("/proc/{pid}/exe"));
+        // The app's own crate, for the lock counters: Cargo names a binary crate like its
+        // executable.
+        let crates: Vec<String> = std::fs::read_link(&exe).ok().and_then(|p| profiler::attribute::locks::crate_of_executable(&p)).into_iter().collect();
+        let specs = profiler::attribute::counters::default_specs(&exe, &crates);
+        let counters = profiler::attribute::counters::Counters::open_specs(&exe, &cgroup, &specs)?;
+        Ok(Some(Box::new(CountingSession { counters, out: out_dir.to_path_buf() })))
+    }
+}
+
+/// The uprobe counters of one counting run.
+struct CountingSession {
+    counters: profiler::attribute::counters::Counters,
+    /// The test's output folder: `counters.json` goes there.
+    out: PathBuf,
+}
+
+impl CountSession for CountingSession {
+    fn finish(self: Box<Self>, requests: u64) -> Result<String, String> {
+        let mut counts = self.counters.read();
+        drop(self.counters);
+        counts.requests = Some(requests);
+        counts.write(&self.out).map_err(|e| format!("writing counters.json: {e}"))?;
+        let traps = match counts.trap_ns() {
+            Some(ns) if requests > 0 => format!(", their traps ~{:.2} µs per request", ns / 1e3 / requests as f64),
+            _ => String::new(),
+        };
+        Ok(format!("{} calls counted for {requests} requests{traps}", counts.hits()))
     }
 }
 
