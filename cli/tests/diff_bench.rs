@@ -3,7 +3,7 @@
 //! the diff of the first two must name the double parse on `deals-create` as the top change,
 //! with the sign of its removal, and nothing unrelated beyond noise; the two `all` runs must
 //! give "no change". Runs as root in CI (scripts/test builds the workspace first, so
-//! `target-app` sits beside `profiler`), about 2-3 minutes.
+//! `target-app` sits beside `profiler`), about 3 minutes.
 //!
 //! Sizes: 3 measured runs of 8 s per side (the spread), one profiled run of 8 s at 4,999 Hz.
 //! The double parse costs about 1% of deals-create's CPU (1-2 µs of about 200 µs per request).
