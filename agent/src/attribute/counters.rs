@@ -424,20 +424,27 @@ impl Counters {
         Ok(c)
     }
 
-    /// Reads every counter (the events keep counting until dropped).
+    /// Reads every counter (the events keep counting until dropped). A counter one of whose
+    /// events cannot be read goes to [`CallCounts::unavailable`] with the error, rather than
+    /// count less than it saw.
     pub fn read(&self) -> CallCounts {
         let mut counts = Vec::new();
+        let mut unavailable = self.unavailable.clone();
         for ((_, fds), (name, what, probes, stepped)) in self.entries.iter().zip(&self.specs) {
             let mut total = 0u64;
+            let mut failure = None;
             for fd in fds {
                 let mut buf = [0u8; 8];
-                let mut f = File::from(fd.try_clone().expect("dup of a perf event fd"));
-                if f.read_exact(&mut buf).is_ok() {
-                    total += u64::from_ne_bytes(buf);
+                match fd.try_clone().map(File::from).and_then(|mut f| f.read_exact(&mut buf)) {
+                    Ok(()) => total += u64::from_ne_bytes(buf),
+                    Err(e) => failure = Some(format!("reading its perf event: {e}")),
                 }
             }
-            counts.push(CallCount { name: name.clone(), what: what.clone(), probes: *probes, count: total, stepped: *stepped });
+            match failure {
+                None => counts.push(CallCount { name: name.clone(), what: what.clone(), probes: *probes, count: total, stepped: *stepped }),
+                Some(e) => unavailable.push((name.clone(), e)),
+            }
         }
-        CallCounts { counts, unavailable: self.unavailable.clone(), trap: self.trap, requests: None }
+        CallCounts { counts, unavailable, trap: self.trap, requests: None }
     }
 }
