@@ -20,7 +20,7 @@ use crate::{profile, render};
 /// What `profiler report` renders and where (the command line's arguments, parsed).
 #[derive(Debug, Clone, Default)]
 pub struct Options {
-    /// The `profile.json` to render.
+    /// The `profile.json` to render, or the folder of an attach output that holds it.
     pub profile: PathBuf,
     /// Directory for the rendered files, created when missing; `None`: the profile's directory.
     pub out: Option<PathBuf>,
@@ -39,6 +39,9 @@ pub struct Options {
 /// is returned as an `io::Error` of kind `BrokenPipe` (the binary exits 0 for it).
 pub fn run(opts: &Options) -> anyhow::Result<()> {
     let rules = crate::attribute::RuleSet::builtin_with_files(&opts.rules).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // An attach output folder: its profile.json.
+    let in_folder = opts.profile.join("profile.json");
+    let opts = &Options { profile: if opts.profile.is_dir() && in_folder.is_file() { in_folder } else { opts.profile.clone() }, ..opts.clone() };
     let profile = profile::json::read(&opts.profile).context("cannot read the profile")?;
     // The same checks as `profiler diff` makes of a profile.json (a frequency of 0 Hz, counts
     // that overflow or no run could have): one line naming the field, not a report of nonsense.

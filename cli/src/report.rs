@@ -7,7 +7,8 @@ use profiler::report::Options;
 /// Arguments of `profiler report`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
-    /// The `profile.json` to render (written by `profiler attach` or `profiler bench`).
+    /// The `profile.json` to render (written by `profiler attach` or `profiler bench`), or the
+    /// output folder that holds it.
     pub profile: PathBuf,
     /// Directory for the rendered files; created when missing. Default: the profile's directory.
     #[arg(long, short)]

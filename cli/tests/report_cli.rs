@@ -193,6 +193,12 @@ fn default_output_is_the_profile_directory() {
     // 17 samples of 99 Hz over 2 s, no request count: the ranking says so.
     let ranking: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("ranking.json")).unwrap()).unwrap();
     assert_eq!(ranking["requests"], serde_json::Value::Null);
+    // The attach output folder itself renders its profile.json (a fresh user passed the folder
+    // and got "Is a directory").
+    std::fs::remove_file(dir.path().join("flamegraph.svg")).unwrap();
+    let out = report(dir.path(), None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(dir.path().join("flamegraph.svg").exists());
 }
 
 #[test]

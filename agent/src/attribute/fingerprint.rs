@@ -280,6 +280,14 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
             if st.steady { ", steady window" } else { "" },
             st.mean_latency_us
         ));
+        if !st.unnamed_siblings.is_empty() {
+            let list: Vec<String> = st.unnamed_siblings.iter().map(|(n, per)| format!("`{n}` {per:.2}")).collect();
+            let together = st.executions + st.unnamed_siblings.iter().map(|x| x.1).sum::<f64>();
+            f.evidence.push(format!(
+                "it was prepared before the attach, so it is known by its name on each connection only, and a driver's statement cache names a statement in the order each connection prepared it: other such statements run here per request: {}. If they are the same SQL on other connections, it runs up to {together:.2} times per request; `--db-url` (or an attach before the app opens its connections) names them",
+                list.join(", ")
+            ));
+        }
         figures.insert("endpoint".into(), st.endpoint.as_ref().map_or("the whole load".to_string(), |e| format!("`{e}`")));
         let shape = &st.statement;
         ctx.set_db_payers(&mut f, super::costs::EndpointMeasure::Executions, |c| {
@@ -407,6 +415,11 @@ struct StatementHit {
     round_trips: f64,
     total_executions: u64,
     requests: u64,
+    /// When the statement was prepared before the capture (no text, a per-connection name):
+    /// the other such names executed at least once per request in the same scope, with
+    /// their executions per request. A driver's statement cache names a statement in the
+    /// order each connection prepared it, so the same SQL can run under several names.
+    unnamed_siblings: Vec<(String, f64)>,
     steady: bool,
     mean_latency_us: f64,
     latency_us_per_request: f64,
@@ -450,6 +463,10 @@ fn statements(ctx: &Ctx<'_>, p: &StatementPredicate) -> Option<StatementHit> {
             }
         }
         if let Some((per, name, shape, executions, requests)) = best.filter(|b| b.0 >= p.min_executions_per_request) {
+            let unnamed_siblings = match join.endpoints.iter().position(|e| e == name).and_then(|i| join.db.iter().find(|d| d.endpoint as usize == i)) {
+                Some(d) => unnamed_siblings(shape, d.counts.statements.iter().map(|s| (&s.shape, s.executions)), requests),
+                None => Vec::new(),
+            };
             // Round trips and latency per execution from the whole load's figures for the shape.
             let (rt_per_exec, mean_us) = stats_of(shape)
                 .filter(|s| s.executions > 0)
@@ -463,6 +480,7 @@ fn statements(ctx: &Ctx<'_>, p: &StatementPredicate) -> Option<StatementHit> {
                 round_trips,
                 total_executions: executions,
                 requests,
+                unnamed_siblings,
                 steady: false,
                 mean_latency_us: mean_us,
                 latency_us_per_request: round_trips * mean_us,
@@ -487,10 +505,31 @@ fn statements(ctx: &Ctx<'_>, p: &StatementPredicate) -> Option<StatementHit> {
         round_trips: best.round_trips as f64 / n,
         total_executions: best.executions,
         requests,
+        unnamed_siblings: unnamed_siblings(&best.shape, w.pg.statements.iter().map(|s| (&s.shape, s.executions)), requests),
         steady: ctx.profile.wire.as_ref().and_then(|x| x.steady.as_ref()).is_some(),
         mean_latency_us: best.latency_mean_ns as f64 / 1e3,
         latency_us_per_request: best.latency_total_ns as f64 / 1e3 / n,
     })
+}
+
+/// [`StatementHit::unnamed_siblings`] of `shape` among `(shape, executions)` over `requests`:
+/// empty unless `shape` itself was prepared before the capture.
+fn unnamed_siblings<'a>(
+    shape: &crate::wire::pg::StatementShape,
+    all: impl Iterator<Item = (&'a crate::wire::pg::StatementShape, u64)>,
+    requests: u64,
+) -> Vec<(String, f64)> {
+    use crate::wire::pg::StatementShape::PreparedBeforeAttach;
+    if !matches!(shape, PreparedBeforeAttach { .. }) || requests == 0 {
+        return Vec::new();
+    }
+    let mut out: Vec<(String, f64)> = all
+        .filter(|(s, _)| *s != shape && matches!(s, PreparedBeforeAttach { .. }))
+        .map(|(s, n)| (s.to_string(), n as f64 / requests as f64))
+        .filter(|(_, per)| *per >= 1.0)
+        .collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    out
 }
 
 /// What a [`ConnectionPredicate`] measured over the whole wire capture.
@@ -686,5 +725,27 @@ fn roles_text(roles: &[String]) -> String {
         String::new()
     } else {
         format!(" on {} threads", roles.join(" or "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::pg::StatementShape;
+
+    #[test]
+    fn unnamed_siblings_are_the_other_names_prepared_before_the_attach() {
+        // A fresh user's N+1 route without --db-url: the loop's one SELECT ran as `sqlx_s_1`
+        // (11.46 per request) on some of the pool's connections and `sqlx_s_2` (8.53) on the
+        // others; a statement with text and a name run less than once per request are not
+        // siblings.
+        let before = |name: &str| StatementShape::PreparedBeforeAttach { name: name.into(), connection: 0 };
+        let (s1, s2, s3) = (before("sqlx_s_1"), before("sqlx_s_2"), before("sqlx_s_3"));
+        let sql = StatementShape::Sql { text: "SELECT ?".into(), truncated: false };
+        let all = [(&s1, 11_460u64), (&s2, 8_530), (&s3, 500), (&sql, 1_000)];
+        let siblings = unnamed_siblings(&s1, all.iter().copied(), 1_000);
+        assert_eq!(siblings, vec![("(prepared before attach: \"sqlx_s_2\")".to_string(), 8.53)]);
+        // A statement with its text has no siblings of that kind.
+        assert!(unnamed_siblings(&sql, all.iter().copied(), 1_000).is_empty());
     }
 }
