@@ -37,8 +37,13 @@ pub const FAST_INTERVAL: Duration = Duration::from_millis(10);
 pub const FAST_FOR: Duration = Duration::from_secs(10);
 /// Poll interval after [`FAST_FOR`] (100 ms).
 pub const SLOW_INTERVAL: Duration = Duration::from_millis(100);
-/// How long the first connection may take.
+/// How long [`ActivityPoller::start`] waits for the first answer before the run goes on
+/// without it.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the poller keeps trying to connect: a server that answers after
+/// [`CONNECT_TIMEOUT`] (busy under the very load being profiled) still gives the statements
+/// it sees from then on their texts.
+pub const LATE_CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Most observations kept (about 50 bytes each, texts apart).
 pub const MAX_OBSERVATIONS: usize = 200_000;
 
@@ -76,9 +81,14 @@ impl ActivityPoller {
     /// Connects to `url` (a PostgreSQL connection string, `postgres://user:pass@host:port/db`)
     /// and starts polling in a thread named `profiler-pg-activity`.
     ///
+    /// A server that has not answered within [`CONNECT_TIMEOUT`] does not stop the run: a
+    /// warning says so, and the poller keeps trying up to [`LATE_CONNECT_TIMEOUT`] (what
+    /// happened then is in [`ActivityLog::error`]). A fresh user's attach under load failed
+    /// on that timeout once, where `psql` answered in 0.1 s on the retry.
+    ///
     /// # Errors
-    /// One line: the URL is malformed, the server refused the connection or did not answer
-    /// within [`CONNECT_TIMEOUT`], or the first query failed (e.g. no `pg_stat_activity`).
+    /// One line: the URL is malformed, the server refused the connection (or the password),
+    /// or the first query failed (e.g. no `pg_stat_activity`).
     pub fn start(url: &str) -> Result<ActivityPoller, String> {
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
@@ -95,8 +105,12 @@ impl ActivityPoller {
                 Err(e)
             }
             Err(_) => {
-                stop.store(true, Ordering::Release);
-                Err(format!("--db-url: no answer within {} s", CONNECT_TIMEOUT.as_secs()))
+                tracing::warn!(
+                    "--db-url: no answer within {} s; the run goes on, and the poller keeps trying for up to {} s (statements prepared before the attach get their texts only if it answers)",
+                    CONNECT_TIMEOUT.as_secs(),
+                    LATE_CONNECT_TIMEOUT.as_secs()
+                );
+                Ok(ActivityPoller { stop, thread: Some(thread) })
             }
         }
     }
@@ -133,17 +147,25 @@ fn poll_thread(url: &str, stop: &AtomicBool, ready: &mpsc::Sender<Result<(), Str
                 return;
             }
         };
-        let conn = tokio::time::timeout(CONNECT_TIMEOUT, sqlx::ConnectOptions::connect(&options)).await;
+        // The run may be over before the server answers: the connection gives up then too.
+        let connect = async {
+            tokio::select! {
+                c = sqlx::ConnectOptions::connect(&options) => Some(c),
+                () = async { while !stop.load(Ordering::Acquire) { tokio::time::sleep(FAST_INTERVAL).await } } => None,
+            }
+        };
+        let conn = tokio::time::timeout(LATE_CONNECT_TIMEOUT, connect).await;
+        // After `start` stopped waiting, a failure has no one to tell but the log.
+        let mut fail = |msg: String| {
+            if let Err(mpsc::SendError(Err(msg))) = ready.send(Err(msg)) {
+                log.error = Some(msg);
+            }
+        };
         let mut conn = match conn {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => {
-                let _ = ready.send(Err(format!("--db-url: cannot connect: {}", one_line(&e.to_string()))));
-                return;
-            }
-            Err(_) => {
-                let _ = ready.send(Err(format!("--db-url: no answer within {} s", CONNECT_TIMEOUT.as_secs())));
-                return;
-            }
+            Ok(Some(Ok(c))) => c,
+            Ok(Some(Err(e))) => return fail(format!("--db-url: cannot connect: {}", one_line(&e.to_string()))),
+            Ok(None) => return fail("--db-url: the run ended before the server answered".into()),
+            Err(_) => return fail(format!("--db-url: no answer within {} s", LATE_CONNECT_TIMEOUT.as_secs())),
         };
         let mut seen: HashMap<(u16, i64), ()> = HashMap::new();
         let mut text_ids: HashMap<String, u32> = HashMap::new();
@@ -154,9 +176,9 @@ fn poll_thread(url: &str, stop: &AtomicBool, ready: &mpsc::Sender<Result<(), Str
                 Ok(rows) => rows,
                 Err(e) => {
                     let msg = format!("--db-url: polling pg_stat_activity: {}", one_line(&e.to_string()));
-                    if first {
-                        let _ = ready.send(Err(msg));
-                    } else {
+                    // The first poll's failure goes to `start` while it waits; later ones
+                    // (and one after it stopped waiting) to the log.
+                    if let Err(mpsc::SendError(Err(msg))) = ready.send(Err(msg)) {
                         log.error = Some(msg);
                     }
                     return;
@@ -200,4 +222,32 @@ fn poll_thread(url: &str, stop: &AtomicBool, ready: &mpsc::Sender<Result<(), Str
 
 fn one_line(s: &str) -> String {
     s.lines().next().unwrap_or("").trim().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_that_does_not_answer_does_not_stop_the_run() {
+        // A listener that accepts and never speaks: sqlx waits for the server's answer to its
+        // start-up message. `start` gives up waiting after CONNECT_TIMEOUT and the run goes
+        // on; when the run ends first, the log says why no text was recovered.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let held = std::thread::spawn(move || listener.accept().map(|(s, _)| s));
+        let poller = ActivityPoller::start(&format!("postgres://u:p@127.0.0.1:{port}/db")).expect("the run goes on");
+        let log = poller.finish();
+        assert_eq!(log.error.as_deref(), Some("--db-url: the run ended before the server answered"));
+        assert_eq!(log.polls, 0);
+        drop(held.join());
+    }
+
+    #[test]
+    fn a_refused_connection_is_one_line() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let e = ActivityPoller::start(&format!("postgres://u:p@127.0.0.1:{port}/db")).err().expect("refused");
+        assert!(e.starts_with("--db-url: cannot connect: "), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
 }
