@@ -632,3 +632,20 @@ fn unexplained_wait_when_the_rest_dominates_an_endpoint() {
     }
     assert!(waits(&connecting).is_empty(), "fired on a rest that is the requests' connection set-ups");
 }
+
+/// A finding named by off-CPU waits alone keeps its caller, but the waits' µs do not go into
+/// its frames, whose weight is on-CPU samples (a fresh user read "frames (samples): 19623215"
+/// for a 2 ms sleep per request).
+#[test]
+fn off_cpu_callers_name_the_finding_without_weighing_its_frames() {
+    let text = "frequency_hz 1000\nrequests 100\n\
+                on 90 tokio::runtime::scheduler::multi_thread::worker::run;myapp::other\n\
+                off 100 200000000 tokio::runtime::scheduler::multi_thread::worker::run;myapp::handler;std::thread::sleep;__x64_sys_clock_nanosleep_[k];schedule_[k]\n";
+    let (p, req) = parse("blocking", text);
+    let r = ranked(&p, req, None);
+    let f = cost(&r, "blocking-call-on-worker").expect("a 2 ms wait per request on a worker");
+    assert_eq!(f.owner.as_deref(), Some("myapp::handler"));
+    assert!(f.title.ends_with("called from `myapp::handler`"), "{}", f.title);
+    assert!(f.frames.iter().all(|x| x.samples <= 100), "off-CPU µs among the frames: {:?}", f.frames);
+    assert!(f.evidence.iter().any(|e| e == "waits called from: `myapp::handler` (200.0 ms)"), "{:?}", f.evidence);
+}

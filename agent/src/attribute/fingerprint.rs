@@ -188,6 +188,7 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
     let per_req = |x: f64| ctx.attr.requests.map(|n| x / n as f64);
     let mut figures: HashMap<String, String> = HashMap::new();
     let mut callers: Vec<FrameSamples> = Vec::new();
+    let mut off_cpu_owner: Option<String> = None;
     if let Some(o) = &on {
         f.samples_by_role = o.by_role.clone();
         f.evidence.push(ctx.samples_line(&format!("in the frames of `{}`{}", rule.id, roles_text(&rule.on_cpu.as_ref().map(|p| p.roles.clone()).unwrap_or_default())), o.samples));
@@ -232,8 +233,10 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
             let c: Vec<String> = o.callers.iter().take(3).map(|c| format!("`{}` ({:.1} ms)", c.frame, c.samples as f64 / 1e3)).collect();
             f.evidence.push(format!("waits called from: {}", c.join(", ")));
         }
+        // The caller of the waits names the finding when no sample did; its weight is µs
+        // off the CPU, so it stays out of the finding's frames, whose weight is samples.
         if callers.is_empty() {
-            callers.extend(o.callers.iter().cloned());
+            off_cpu_owner = o.callers.first().map(|c| c.frame.clone());
         }
     }
     if let Some((_, per, _)) = &sys {
@@ -375,7 +378,7 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
             ))
         ));
     }
-    f.owner = callers.first().map(|c| c.frame.clone());
+    f.owner = callers.first().map(|c| c.frame.clone()).or(off_cpu_owner);
     if let Some(o) = &f.owner {
         figures.insert("caller".into(), format!("`{o}`"));
     }
