@@ -209,7 +209,8 @@ pub struct TestResult {
     pub req_per_s: f64,
     /// Latency of the median run.
     pub latency: Latency,
-    /// Failed requests over all measured runs: socket errors plus non-2xx/3xx.
+    /// Failed requests over all measured runs, the profiled and the counting run included:
+    /// socket errors plus non-2xx/3xx.
     pub failed_requests: u64,
     /// Highest resident memory of the app during any measured run, bytes.
     pub app_peak_rss_bytes: u64,
