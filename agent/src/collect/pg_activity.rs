@@ -83,8 +83,8 @@ impl ActivityPoller {
     ///
     /// A server that has not answered within [`CONNECT_TIMEOUT`] does not stop the run: a
     /// warning says so, and the poller keeps trying up to [`LATE_CONNECT_TIMEOUT`] (what
-    /// happened then is in [`ActivityLog::error`]). A fresh user's attach under load failed
-    /// on that timeout once, where `psql` answered in 0.1 s on the retry.
+    /// happened then is in [`ActivityLog::error`]): a server busy under the load being
+    /// profiled can answer late.
     ///
     /// # Errors
     /// One line: the URL is malformed, the server refused the connection (or the password),
