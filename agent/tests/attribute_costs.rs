@@ -648,4 +648,7 @@ fn off_cpu_callers_name_the_finding_without_weighing_its_frames() {
     assert!(f.title.ends_with("called from `myapp::handler`"), "{}", f.title);
     assert!(f.frames.iter().all(|x| x.samples <= 100), "off-CPU µs among the frames: {:?}", f.frames);
     assert!(f.evidence.iter().any(|e| e == "waits called from: `myapp::handler` (200.0 ms)"), "{:?}", f.evidence);
+    // The kernel says which wait it was, whatever the user frames (a futex for a lock whose
+    // frames were not walked, here a sleep).
+    assert!(f.evidence.iter().any(|e| e == "in the kernel, the waits were in: `clock_nanosleep` 100% of the time switched out"), "{:?}", f.evidence);
 }

@@ -73,13 +73,26 @@ struct OffCpu {
     total_ns: u64,
     worker_ns: u64,
     callers: Vec<FrameSamples>,
+    /// The system calls the waits were in (the kernel stack's `__x64_sys_*` /
+    /// `__arm64_sys_*` frame, without the prefix), µs off the CPU, most first.
+    syscalls: Vec<FrameSamples>,
     fires: bool,
+}
+
+/// The system call a kernel stack was in: the name of its `__x64_sys_*` / `__arm64_sys_*`
+/// frame, without the prefix.
+fn syscall_of<'a>(ctx: &'a Ctx<'_>, frames: &[u32]) -> Option<&'a str> {
+    frames.iter().find_map(|&f| {
+        let path = ctx.path(f);
+        path.strip_prefix("__x64_sys_").or_else(|| path.strip_prefix("__arm64_sys_"))
+    })
 }
 
 fn off_cpu(ctx: &Ctx<'_>, p: &OffCpuPredicate) -> OffCpu {
     let roles = role_indices(ctx, &p.roles);
     let worker = ctx.attr.role_names.iter().position(|n| n == WORKER_ROLE);
     let mut callers: HashMap<String, u64> = HashMap::new();
+    let mut syscalls: HashMap<String, u64> = HashMap::new();
     let (mut waits, mut total_ns, mut worker_ns) = (0u64, 0u64, 0u64);
     for c in &ctx.profile.off_cpu {
         let role = ctx.attr.thread_roles.get(&(c.pid, c.tid)).copied();
@@ -113,6 +126,7 @@ fn off_cpu(ctx: &Ctx<'_>, p: &OffCpuPredicate) -> OffCpu {
             worker_ns += c.total_ns;
         }
         *callers.entry(caller.unwrap_or_else(|| "[no caller frame]".into())).or_default() += c.total_ns / 1_000;
+        *syscalls.entry(syscall_of(ctx, fr).unwrap_or("[not in a system call]").to_string()).or_default() += c.total_ns / 1_000;
     }
     let fires = waits > 0
         && match ctx.attr.requests {
@@ -124,7 +138,7 @@ fn off_cpu(ctx: &Ctx<'_>, p: &OffCpuPredicate) -> OffCpu {
             // Without a request count: at least 1% of the run's wall time.
             None => total_ns as f64 >= 0.01 * ctx.profile.meta.duration_ns as f64,
         };
-    OffCpu { waits, total_ns, worker_ns, callers: ranked(callers), fires }
+    OffCpu { waits, total_ns, worker_ns, callers: ranked(callers), syscalls: ranked(syscalls), fires }
 }
 
 /// The tokio worker role's name in the default catalog: waits on such threads block every
@@ -232,6 +246,12 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
         if !o.callers.is_empty() {
             let c: Vec<String> = o.callers.iter().take(3).map(|c| format!("`{}` ({:.1} ms)", c.frame, c.samples as f64 / 1e3)).collect();
             f.evidence.push(format!("waits called from: {}", c.join(", ")));
+        }
+        // Which wait it is, from the kernel: a sleep, a futex (a lock, a condvar, a blocking
+        // channel), a read; what the user frames cannot say when they were not walked.
+        if o.total_ns > 0 && !o.syscalls.is_empty() {
+            let s: Vec<String> = o.syscalls.iter().take(3).map(|c| format!("`{}` {:.0}%", c.frame, 100.0 * c.samples as f64 * 1e3 / o.total_ns as f64)).collect();
+            f.evidence.push(format!("in the kernel, the waits were in: {} of the time switched out", s.join(", ")));
         }
         // The caller of the waits names the finding when no sample did; its weight is µs
         // off the CPU, so it stays out of the finding's frames, whose weight is samples.
