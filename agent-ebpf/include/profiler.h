@@ -66,7 +66,7 @@ enum lost_index {
 	LOST_COUNTERS = 8,
 };
 
-/* Key of `offcpu_stats` (off-CPU): one thread on one stack.
+/* One thread on one (user, kernel) stack pair (the off-CPU key's stacks).
  * Stack ids index `stack_traces`; a negative id is the error bpf_get_stackid returned
  * (no stack of that kind). */
 struct stack_key {
@@ -78,6 +78,26 @@ struct stack_key {
 };
 _Static_assert(sizeof(struct stack_key) == 32, "stack_key is 32 bytes");
 
+/* What an off-CPU wait was, from the system call the thread was switched out in
+ * (`offcpu_key.wait`). */
+enum offcpu_wait {
+	/* Any other wait. */
+	OFFCPU_WAIT_OTHER = 0,
+	/* A lock's slow path: FUTEX_WAIT or FUTEX_WAIT_BITSET on a futex word holding 2, the
+	 * "locked, with waiters" state of glibc's low-level lock (__lll_lock_wait) and of Rust std's
+	 * futex Mutex (lock_contended), or FUTEX_LOCK_PI / FUTEX_LOCK_PI2 (a priority-inheritance
+	 * mutex). Told from the syscall's arguments, so without any user frame. */
+	OFFCPU_WAIT_CONTENDED_LOCK = 1,
+};
+
+/* Key of `offcpu_stats`: one thread on one stack pair, and what it waited in. */
+struct offcpu_key {
+	struct stack_key stack;
+	__u32 wait;  /* enum offcpu_wait */
+	__u32 _pad;
+};
+_Static_assert(sizeof(struct offcpu_key) == 40, "offcpu_key is 40 bytes");
+
 /* Value of `offcpu_stats`. */
 struct offcpu_value {
 	__u64 count;    /* waits */
@@ -88,9 +108,9 @@ _Static_assert(sizeof(struct offcpu_value) == 16, "offcpu_value is 16 bytes");
 /* Value of `offcpu_starts` (keyed by thread id): what was seen at switch-out. */
 struct offcpu_start {
 	__u64 start_ns;        /* bpf_ktime_get_ns() at switch-out */
-	struct stack_key key;  /* thread and stacks at switch-out */
+	struct offcpu_key key; /* thread, stacks and wait at switch-out */
 };
-_Static_assert(sizeof(struct offcpu_start) == 40, "offcpu_start is 40 bytes");
+_Static_assert(sizeof(struct offcpu_start) == 48, "offcpu_start is 48 bytes");
 
 /* Value of `offcpu_loop_stacks` (keyed by thread id): the stacks a thread's last walked
  * event-loop wait (epoll_wait, epoll_pwait, epoll_pwait2) had, and where in user space that

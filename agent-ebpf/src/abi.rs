@@ -188,8 +188,8 @@ fn valid_frames(stack: &[u64], bytes: i32) -> &[u64] {
 /// Bytes of one `struct fp_sample` record.
 pub const FP_SAMPLE_SIZE: usize = 40 + 16 * MAX_STACK_DEPTH as usize;
 
-/// `struct stack_key`: one thread on one (user, kernel) stack pair. Key of
-/// `offcpu_stats`.
+/// `struct stack_key`: one thread on one (user, kernel) stack pair (the stacks of an
+/// [`OffcpuKey`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[repr(C)]
 pub struct StackKey {
@@ -204,6 +204,30 @@ pub struct StackKey {
     pub kernel_stack_id: i32,
     /// Thread name, NUL-padded.
     pub comm: [u8; COMM_LEN],
+}
+
+/// `enum offcpu_wait`, [`OffcpuKey::wait`]: what an off-CPU wait was, from the arguments of
+/// the system call the thread was switched out in.
+pub mod offcpu_wait {
+    /// Any other wait.
+    pub const OTHER: u32 = 0;
+    /// A lock's slow path: `FUTEX_WAIT`/`FUTEX_WAIT_BITSET` on a futex word holding 2 (the
+    /// "locked, with waiters" state of glibc's low-level lock and of Rust std's futex
+    /// `Mutex`), or `FUTEX_LOCK_PI`/`FUTEX_LOCK_PI2`.
+    pub const CONTENDED_LOCK: u32 = 1;
+}
+
+/// `struct offcpu_key`: key of `offcpu_stats`, one thread on one stack pair and what it
+/// waited in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(C)]
+pub struct OffcpuKey {
+    /// Thread and stacks.
+    pub stack: StackKey,
+    /// One of [`offcpu_wait`].
+    pub wait: u32,
+    /// Padding.
+    pub _pad: u32,
 }
 
 /// `struct offcpu_value`: value of `offcpu_stats`.
@@ -222,8 +246,8 @@ pub struct OffcpuValue {
 pub struct OffcpuStart {
     /// `bpf_ktime_get_ns()` at switch-out, ns.
     pub start_ns: u64,
-    /// Thread and stacks at switch-out.
-    pub key: StackKey,
+    /// Thread, stacks and wait at switch-out.
+    pub key: OffcpuKey,
 }
 
 /// `struct offcpu_loop_stack`: value of `offcpu_loop_stacks` (keyed by `u32` thread id), the
@@ -291,7 +315,9 @@ const _: () = assert!(offset_of!(StackKey, kernel_stack_id) == 12);
 const _: () = assert!(offset_of!(StackKey, comm) == 16);
 const _: () = assert!(size_of::<OffcpuValue>() == 16);
 const _: () = assert!(offset_of!(OffcpuValue, total_ns) == 8);
-const _: () = assert!(size_of::<OffcpuStart>() == 40);
+const _: () = assert!(size_of::<OffcpuKey>() == 40);
+const _: () = assert!(offset_of!(OffcpuKey, wait) == 32);
+const _: () = assert!(size_of::<OffcpuStart>() == 48);
 const _: () = assert!(offset_of!(OffcpuStart, key) == 8);
 const _: () = assert!(size_of::<OffcpuLoopStack>() == 56);
 const _: () = assert!(offset_of!(OffcpuLoopStack, user_stack_id) == 40);
@@ -320,6 +346,8 @@ const _: () = assert!(offset_of!(StackSampleHeader, comm) == 56);
 unsafe impl aya::Pod for StackKey {}
 // SAFETY: as above.
 unsafe impl aya::Pod for OffcpuValue {}
+// SAFETY: repr(C) plain data, no padding (asserted above).
+unsafe impl aya::Pod for OffcpuKey {}
 // SAFETY: as above.
 unsafe impl aya::Pod for OffcpuStart {}
 // SAFETY: as above.
@@ -331,7 +359,7 @@ pub mod names {
     pub const MAP_STACK_TRACES: &str = "stack_traces";
     /// Ring buffer of `sample`: one `FpSample` per record.
     pub const MAP_FP_SAMPLES: &str = "fp_samples";
-    /// Off-CPU totals (`offcpu`): `StackKey` -> `OffcpuValue`.
+    /// Off-CPU totals (`offcpu`): `OffcpuKey` -> `OffcpuValue`.
     pub const MAP_OFFCPU_STATS: &str = "offcpu_stats";
     /// Threads switched out right now (`offcpu`): `u32` tid -> `OffcpuStart`.
     pub const MAP_OFFCPU_STARTS: &str = "offcpu_starts";

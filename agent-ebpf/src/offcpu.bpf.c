@@ -21,6 +21,14 @@
  * `loop_rewalk_every`-th wait walks again. Equal values mean the same instruction, at the
  * same stack depth, called from the same return address: the walk would start from the same
  * frames. Two callers further up at equal depths are not told apart until the next walk.
+ *
+ * Lock waits: a thread switched out in a futex wait on a word holding 2 (the "locked, with
+ * waiters" state of glibc's and Rust std's mutexes) or in FUTEX_LOCK_PI is marked
+ * OFFCPU_WAIT_CONTENDED_LOCK in its key, from the syscall's arguments. Code built without frame
+ * pointers leaves the user walk stopped in libc's `syscall` wrapper, where a contended lock and
+ * a condition variable's wait look alike; the mark tells them apart without user frames. A
+ * condition variable's futex word is a counter that holds 2 only between its second and third
+ * notification.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -36,6 +44,17 @@
 #define NR_EPOLL_WAIT 232
 #define NR_EPOLL_PWAIT 281
 #define NR_EPOLL_PWAIT2 441
+#define NR_FUTEX 202
+/* futex operations (include/uapi/linux/futex.h), without FUTEX_PRIVATE_FLAG (128) and
+ * FUTEX_CLOCK_REALTIME (256). */
+#define FUTEX_CMD_MASK (~(128 | 256))
+#define FUTEX_WAIT 0
+#define FUTEX_LOCK_PI 6
+#define FUTEX_WAIT_BITSET 9
+#define FUTEX_LOCK_PI2 13
+/* The futex word of a lock with waiters: glibc's lll_lock and Rust std's futex Mutex both
+ * wait for it to change from 2 (Drepper, "Futexes Are Tricky", mutex3). */
+#define FUTEX_LOCKED_WITH_WAITERS 2
 /* task_struct.flags (include/linux/sched.h): no user registers of their own. */
 #define PF_IO_WORKER 0x00000010
 #define PF_KTHREAD 0x00200000
@@ -64,29 +83,48 @@ struct {
 	__type(value, struct offcpu_loop_stack);
 } offcpu_loop_stacks SEC(".maps");
 
-/* Waits and their total per (thread, user stack, kernel stack). */
+/* Waits and their total per (thread, user stack, kernel stack, wait). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_STACK_COUNTS);
-	__type(key, struct stack_key);
+	__type(key, struct offcpu_key);
 	__type(value, struct offcpu_value);
 } offcpu_stats SEC(".maps");
 
-/* The current task's user registers at syscall entry when it is in an event-loop wait
- * (epoll_wait, epoll_pwait, epoll_pwait2), else NULL. */
-static __always_inline struct pt_regs *event_loop_wait_regs(void)
+/* The current task's user registers (at syscall entry when it is in a system call), or NULL
+ * for a kernel thread or an io_uring worker (no user registers of their own). */
+static __always_inline struct pt_regs *user_regs(void)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct pt_regs *regs;
-	__u64 nr;
 
-	if (loop_rewalk_every <= 1 || (task->flags & (PF_KTHREAD | PF_IO_WORKER)))
+	if (task->flags & (PF_KTHREAD | PF_IO_WORKER))
 		return NULL;
-	regs = (struct pt_regs *)bpf_task_pt_regs(task);
-	nr = regs->orig_ax;
-	if (nr != NR_EPOLL_WAIT && nr != NR_EPOLL_PWAIT && nr != NR_EPOLL_PWAIT2)
-		return NULL;
-	return regs;
+	return (struct pt_regs *)bpf_task_pt_regs(task);
+}
+
+/* Whether the user registers `regs` are those of an event-loop wait (epoll_wait,
+ * epoll_pwait, epoll_pwait2) whose stacks may be reused. */
+static __always_inline bool event_loop_wait(const struct pt_regs *regs)
+{
+	__u64 nr = regs->orig_ax;
+
+	return loop_rewalk_every > 1 && (nr == NR_EPOLL_WAIT || nr == NR_EPOLL_PWAIT || nr == NR_EPOLL_PWAIT2);
+}
+
+/* The wait (enum offcpu_wait) of a task switched out with the user registers `regs`. */
+static __always_inline __u32 wait_of(const struct pt_regs *regs)
+{
+	__u32 cmd;
+
+	if (regs->orig_ax != NR_FUTEX)
+		return OFFCPU_WAIT_OTHER;
+	/* futex(uaddr, op, val, ...): op in rsi, val in rdx (x86_64 syscall convention). */
+	cmd = (__u32)regs->si & FUTEX_CMD_MASK;
+	if (cmd == FUTEX_LOCK_PI || cmd == FUTEX_LOCK_PI2)
+		return OFFCPU_WAIT_CONTENDED_LOCK;
+	if ((cmd == FUTEX_WAIT || cmd == FUTEX_WAIT_BITSET) && (__u32)regs->dx == FUTEX_LOCKED_WITH_WAITERS)
+		return OFFCPU_WAIT_CONTENDED_LOCK;
+	return OFFCPU_WAIT_OTHER;
 }
 
 /* Where an event-loop wait entered with the user registers `regs` was entered: `c`'s ip, sp,
@@ -145,26 +183,32 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	 * to it. */
 	if (prev->pid != 0 && prev_state != TASK_RUNNING && !(prev_state & TASK_DEAD) && current_is_target(prev->tgid)) {
 		struct offcpu_start s = {};
+		struct stack_key *key = &s.key.stack;
 		__u32 prev_pid = prev->pid;
-		struct pt_regs *regs = event_loop_wait_regs();
+		struct pt_regs *regs = user_regs();
 		struct offcpu_loop_stack site = {};
+		bool loop = false;
 
-		if (regs)
+		if (regs) {
+			s.key.wait = wait_of(regs);
+			loop = event_loop_wait(regs);
+		}
+		if (loop)
 			loop_site(&site, regs);
 
 		/* The clock is read only for target threads: this program runs at every
 		 * context switch of the host. */
 		s.start_ns = bpf_ktime_get_ns();
-		s.key.tgid = prev->tgid;
-		s.key.pid = prev_pid;
-		bpf_get_current_comm(&s.key.comm, sizeof(s.key.comm));
-		if (!regs || !loop_stacks(&s.key, prev_pid, &site)) {
-			s.key.user_stack_id = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
-			s.key.kernel_stack_id = bpf_get_stackid(ctx, &stack_traces, 0);
-			count_stack_error(s.key.user_stack_id, true);
-			count_stack_error(s.key.kernel_stack_id, false);
-			if (regs)
-				remember_loop_stacks(&s.key, prev_pid, &site);
+		key->tgid = prev->tgid;
+		key->pid = prev_pid;
+		bpf_get_current_comm(&key->comm, sizeof(key->comm));
+		if (!loop || !loop_stacks(key, prev_pid, &site)) {
+			key->user_stack_id = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
+			key->kernel_stack_id = bpf_get_stackid(ctx, &stack_traces, 0);
+			count_stack_error(key->user_stack_id, true);
+			count_stack_error(key->kernel_stack_id, false);
+			if (loop)
+				remember_loop_stacks(key, prev_pid, &site);
 		}
 		if (bpf_map_update_elem(&offcpu_starts, &prev_pid, &s, BPF_ANY))
 			count_lost(LOST_OFFCPU_DROPPED);

@@ -76,6 +76,7 @@ fn specs() -> Vec<ObjectSpec> {
             bytes: agent_ebpf::OFFCPU_OBJECT,
             structs: vec![
                 mirror!("stack_key", abi::StackKey { tgid, pid, user_stack_id, kernel_stack_id, comm }),
+                mirror!("offcpu_key", abi::OffcpuKey { stack, wait, _pad }),
                 mirror!("offcpu_value", abi::OffcpuValue { count, total_ns }),
                 mirror!("offcpu_start", abi::OffcpuStart { start_ns, key }),
                 mirror!("offcpu_loop_stack", abi::OffcpuLoopStack { ip, sp, bp, frame, user_stack_id, kernel_stack_id, uses, _pad }),
@@ -83,7 +84,7 @@ fn specs() -> Vec<ObjectSpec> {
             maps: [
                 vec![
                     (names::MAP_STACK_TRACES, u32_size, stack_bytes, Some(abi::MAX_STACK_TRACES)),
-                    (names::MAP_OFFCPU_STATS, Some(size_of::<abi::StackKey>() as u32), Some(size_of::<abi::OffcpuValue>() as u32), Some(abi::MAX_STACK_COUNTS)),
+                    (names::MAP_OFFCPU_STATS, Some(size_of::<abi::OffcpuKey>() as u32), Some(size_of::<abi::OffcpuValue>() as u32), Some(abi::MAX_STACK_COUNTS)),
                     (names::MAP_OFFCPU_STARTS, u32_size, Some(size_of::<abi::OffcpuStart>() as u32), Some(abi::MAX_OFFCPU_THREADS)),
                     (names::MAP_OFFCPU_LOOP_STACKS, u32_size, Some(size_of::<abi::OffcpuLoopStack>() as u32), Some(abi::MAX_OFFCPU_THREADS)),
                 ],

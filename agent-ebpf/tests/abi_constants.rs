@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use agent_ebpf::abi::{self, lost_index, stack_sample_flags, wire};
+use agent_ebpf::abi::{self, lost_index, offcpu_wait, stack_sample_flags, wire};
 
 /// Collects `#define NAME <integer>` and every enum variant (by its C name) with its value.
 #[derive(Debug, Default)]
@@ -83,6 +83,8 @@ fn rust_side() -> Vec<(&'static str, i64)> {
         ("LOST_RINGBUF_FULL", lost_index::RINGBUF_FULL.into()),
         ("LOST_STACK_COPY_FAILURES", lost_index::STACK_COPY_FAILURES.into()),
         ("LOST_COUNTERS", lost_index::COUNT.into()),
+        ("OFFCPU_WAIT_OTHER", offcpu_wait::OTHER.into()),
+        ("OFFCPU_WAIT_CONTENDED_LOCK", offcpu_wait::CONTENDED_LOCK.into()),
         ("STACK_COPY_MAX_BYTES", n(abi::STACK_COPY_MAX_BYTES)),
         ("STACK_COPY_CHUNK", n(abi::STACK_COPY_CHUNK)),
         ("STACK_SAMPLE_KERNEL_MODE", stack_sample_flags::KERNEL_MODE.into()),

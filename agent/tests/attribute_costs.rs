@@ -41,6 +41,8 @@ fn parse(name: &str, text: &str) -> (Profile, u64) {
         }
         let f = if let Some(k) = spec.strip_suffix("_[k]") {
             Frame { function: k.into(), module: "[kernel]".into(), kind: FrameKind::Kernel, inlined: false, file: None, line: None }
+        } else if let Some(name) = spec.strip_suffix("_[libc]") {
+            Frame { function: name.into(), module: "libc.so.6".into(), kind: FrameKind::User, inlined: false, file: None, line: None }
         } else if let Some((name, file)) = spec.split_once('@') {
             Frame { function: name.into(), module: "myapp".into(), kind: FrameKind::User, inlined: true, file: Some(file.into()), line: None }
         } else {
@@ -651,4 +653,41 @@ fn off_cpu_callers_name_the_finding_without_weighing_its_frames() {
     // The kernel says which wait it was, whatever the user frames (a futex for a lock whose
     // frames were not walked, here a sleep).
     assert!(f.evidence.iter().any(|e| e == "in the kernel, the waits were in: `clock_nanosleep` 100% of the time switched out"), "{:?}", f.evidence);
+}
+
+/// A contended lock's futex wait in code built without frame pointers: the user walk stops in
+/// libc's `syscall`, where a lock's wait and the runtime's condvar park look alike and no
+/// caller can be checked. The kernel's mark (a futex wait on a word holding 2, put between
+/// the user and kernel frames by symbolization) tells them apart: `lock-contention` fires on
+/// the marked wait alone (100 waits, 50 ms over 100 requests: 500 µs per request, 1 wait),
+/// `blocking-call-on-worker` does not, and the workers' parked share counts the `epoll_wait`
+/// and the unmarked futex wait (900 + 30 ms of the 1 s run), not the marked one. Without the
+/// mark, the same futex wait is idle time and no lock is named.
+#[test]
+fn a_contended_locks_futex_wait_is_a_lock_wait_without_frame_pointers() {
+    let mark = profiler::symbolize::CONTENDED_LOCK_WAIT;
+    let futex = "entry_SYSCALL_64_after_hwframe_[k];__x64_sys_futex_[k];futex_wait_[k];schedule_[k]";
+    let off = format!(
+        "off 1000 900000000 epoll_wait_[libc];entry_SYSCALL_64_after_hwframe_[k];__x64_sys_epoll_wait_[k];do_epoll_wait_[k];schedule_[k]\n\
+         off 10 30000000 syscall_[libc];{futex}\n\
+         off 100 50000000 syscall_[libc];{mark}_[k];{futex}\n"
+    );
+    let rules = RuleSet::builtin();
+    let rank_with = |off: &str| {
+        let p = transaction_profile_with(0, off);
+        let opts = RankingOptions { rules: &rules, wire: p.wire.as_ref(), base_req_per_s: Some(100.0), label: "t" };
+        rank(&p, Some(100), Bound::Unknown, &opts)
+    };
+    let r = rank_with(&off);
+    let ids: Vec<&str> = r.costs.iter().map(|c| c.finding.id.as_str()).collect();
+    let f = r.costs.iter().map(|c| &c.finding).find(|f| f.id == "lock-contention").unwrap_or_else(|| panic!("lock-contention did not fire: {ids:?}"));
+    assert!(close(f.counts_per_request["waits"], 1.0) && close(f.counts_per_request["blocked_us"], 500.0), "{:?}", f.counts_per_request);
+    assert!(f.title.contains("taken by `[no caller frame]`"), "{}", f.title);
+    assert!(!ids.contains(&"blocking-call-on-worker"), "{ids:?}: {:?}", r.costs.iter().map(|c| (&c.finding.title, &c.finding.evidence)).collect::<Vec<_>>());
+    let idle = r.worker_idle.expect("a parked share");
+    assert!(!idle.from_park_frames && close(idle.share, 0.93), "{idle:?}");
+    let unmarked = off.replace(&format!("{mark}_[k];"), "");
+    let r = rank_with(&unmarked);
+    assert!(r.costs.iter().all(|c| c.finding.id != "lock-contention"), "fired on an unmarked futex wait");
+    assert!(close(r.worker_idle.expect("a parked share").share, 0.98));
 }

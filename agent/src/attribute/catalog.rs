@@ -48,6 +48,7 @@
 //! frames = []                        # a wait counts when a frame of its stack matches one (empty: any wait)
 //! not_frames = []                    # ... and no frame matches one of these
 //! caller_not = ['^(tokio|mio)::']    # ... and its caller (see below) does not match one of these
+//! unknown_caller = false             # ... or, when true, it has no caller (see below) at all
 //! roles = ["runtime worker"]         # ... on a thread of one of these roles (default any)
 //! min_us_per_request = 20.0          # fires at this many µs switched out per request
 //! min_ratio_to_cpu = 0.1             # ... and at this many times the sampled CPU µs per request
@@ -107,6 +108,9 @@ pub const RUNTIME_PARK: &str = "runtime-park";
 pub const RUNTIME_PARK_KERNEL: &str = "runtime-park-kernel";
 /// The frame set of std, lock_api and parking_lot lock and unlock calls.
 pub const LOCK: &str = "lock";
+/// The frame set of a thread waiting for a lock (the lock calls, glibc's lock waits, the
+/// kernel's mark of a contended lock's futex wait): not a runtime's idle park.
+pub const LOCK_WAIT: &str = "lock-wait";
 /// The frame set of tokio's task spawns.
 pub const SPAWN: &str = "spawn";
 /// The frame set of the allocator growing its heap (fresh pages), whose samples come in bursts.
@@ -194,6 +198,11 @@ pub struct OffCpuPredicate {
     pub not_frames: Vec<Regex>,
     /// ... and its caller frame does not match one of these.
     pub caller_not: Vec<Regex>,
+    /// Whether a wait with no caller frame (no user frame outside std and libc: the user walk
+    /// stopped in libc, as frame-pointer walks do in code built without frame pointers) counts
+    /// despite `caller_not`, which it cannot be checked against. For waits told by their kind
+    /// alone (a contended lock's futex).
+    pub unknown_caller: bool,
     /// ... on a thread of one of these roles (empty: any).
     pub roles: Vec<String>,
     /// Fires at this many µs switched out per request.
@@ -381,6 +390,8 @@ struct OffCpuToml {
     not_frames: Vec<Spanned<String>>,
     #[serde(default)]
     caller_not: Vec<Spanned<String>>,
+    #[serde(default)]
+    unknown_caller: bool,
     #[serde(default)]
     roles: Vec<String>,
     #[serde(default)]
@@ -577,6 +588,7 @@ pub(super) fn parse_cost(
                 frames: regexes(&o.frames, &format!("cost `{id}` off_cpu.frames"), sets, err)?,
                 not_frames: regexes(&o.not_frames, &format!("cost `{id}` off_cpu.not_frames"), sets, err)?,
                 caller_not: regexes(&o.caller_not, &format!("cost `{id}` off_cpu.caller_not"), sets, err)?,
+                unknown_caller: o.unknown_caller,
                 roles: o.roles.clone(),
                 min_us_per_request: min,
                 min_ratio_to_cpu: o.min_ratio_to_cpu.unwrap_or(0.0),

@@ -112,8 +112,8 @@ fn off_cpu(ctx: &Ctx<'_>, p: &OffCpuPredicate) -> OffCpu {
         }
         let caller = ctx.caller_of(fr, fr.len(), &|_| false);
         // A wait whose caller is unknown (no user frame outside std and libc) cannot be told
-        // from the excluded callers' waits.
-        if !p.caller_not.is_empty() && caller.is_none() {
+        // from the excluded callers' waits, unless the rule tells its waits by their kind.
+        if !p.caller_not.is_empty() && caller.is_none() && !p.unknown_caller {
             continue;
         }
         if caller.is_some_and(|i| p.caller_not.iter().any(|r| r.is_match(ctx.path(fr[i])))) {
@@ -690,8 +690,9 @@ impl WorkerIdle {
 /// When no off-CPU stack of a worker reaches the worker's loop (a frame of its role: the user
 /// stack was cut short, as frame-pointer walks are in code built without frame pointers), the
 /// waits in a `runtime-park-kernel` frame count instead (the runtime parks in `epoll_wait` or
-/// on a futex; so does a thread waiting for a contended lock, which the gate then counts as
-/// idle). `None` without the frame sets or without an off-CPU wait of a worker.
+/// on a futex), less those in a `lock-wait` frame (a contended lock's futex wait, which the
+/// kernel marks from the syscall's arguments). `None` without the frame sets or without an
+/// off-CPU wait of a worker.
 pub(super) fn worker_idle_share(ctx: &Ctx<'_>) -> Option<WorkerIdle> {
     let park = ctx.rules.frame_set(super::catalog::RUNTIME_PARK)?;
     let worker = ctx.attr.role_names.iter().position(|n| n == WORKER_ROLE)?;
@@ -700,6 +701,7 @@ pub(super) fn worker_idle_share(ctx: &Ctx<'_>) -> Option<WorkerIdle> {
     let (mut parked_ns, mut kernel_parked_ns) = (0u64, 0u64);
     let (mut any, mut walked) = (false, false);
     let kernel_park = ctx.rules.frame_set(super::catalog::RUNTIME_PARK_KERNEL);
+    let lock_wait = ctx.rules.frame_set(super::catalog::LOCK_WAIT);
     for c in &ctx.profile.off_cpu {
         if ctx.attr.thread_roles.get(&(c.pid, c.tid)) != Some(&worker) {
             continue;
@@ -713,7 +715,7 @@ pub(super) fn worker_idle_share(ctx: &Ctx<'_>) -> Option<WorkerIdle> {
         if !walked && paths().any(|p| loop_frames.iter().any(|re| re.is_match(p))) {
             walked = true;
         }
-        if kernel_park.is_some_and(|k| paths().any(|p| k.matches(p))) {
+        if kernel_park.is_some_and(|k| paths().any(|p| k.matches(p))) && !lock_wait.is_some_and(|l| paths().any(|p| l.matches(p))) {
             kernel_parked_ns += c.total_ns;
         }
     }

@@ -34,7 +34,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use agent_ebpf::abi::{self, lost_index, names, FilterMode, OffcpuStart, OffcpuValue, StackKey};
+use agent_ebpf::abi::{self, lost_index, names, offcpu_wait, FilterMode, OffcpuKey, OffcpuStart, OffcpuValue};
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf, StackTraceMap};
 use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
 use aya::programs::{BtfTracePoint, PerfEvent, ProgramError};
@@ -45,7 +45,7 @@ pub use syscall_names::{syscall_name, SYSCALL_NAMES_X86_64};
 pub use syscalls::{CALIBRATION_CALLS, CALIBRATION_PAIRS, CALIBRATION_ROUNDS, DEFAULT_SYSCALL_DUTY_PCT, WINDOW_PERIOD as SYSCALL_WINDOW_PERIOD};
 pub(crate) use syscalls::{least_mean_ns, median_cost_ns};
 
-use crate::profile::{EndpointSamples, Footprint, LostCounters, Meta, Process, ProgramCost, RawProfile, RawStack, StackLost};
+use crate::profile::{EndpointSamples, Footprint, LostCounters, Meta, OffCpuWait, Process, ProgramCost, RawProfile, RawStack, StackLost};
 use crate::wire::serving::{Served, Serving};
 use crate::target::{Filter, ResolvedTarget};
 
@@ -349,6 +349,7 @@ fn raw_stacks(counts: SampleCounts) -> Vec<RawStack> {
             lost: StackLost::default(),
             sample_times_ns: times,
             endpoints: Vec::new(),
+            wait: OffCpuWait::Other,
         })
         .collect();
     out.sort_by(|a, b| b.count.cmp(&a.count).then(a.tid.cmp(&b.tid)));
@@ -1005,17 +1006,19 @@ fn lost(id: i32) -> bool {
     id == -EEXIST
 }
 
-fn raw_stack(key: &StackKey, user: Vec<u64>, kernel: Vec<u64>, count: u64, total_ns: u64) -> RawStack {
+fn raw_stack(key: &OffcpuKey, user: Vec<u64>, kernel: Vec<u64>, count: u64, total_ns: u64) -> RawStack {
+    let (wait, key) = (key.wait, &key.stack);
     let lost = StackLost { user: lost(key.user_stack_id), kernel: lost(key.kernel_stack_id) };
-    RawStack { pid: key.tgid, tid: key.pid, thread: comm_string(&key.comm), user, kernel, count, total_ns, lost, ..RawStack::default() }
+    let wait = if wait == offcpu_wait::CONTENDED_LOCK { OffCpuWait::ContendedLock } else { OffCpuWait::Other };
+    RawStack { pid: key.tgid, tid: key.pid, thread: comm_string(&key.comm), user, kernel, count, total_ns, lost, wait, ..RawStack::default() }
 }
 
 fn drain_off_cpu(ebpf: &Ebpf, end_ktime: u64, min_block_ns: u64) -> Result<Vec<RawStack>, CollectError> {
     let stacks = stack_map(ebpf)?;
     let map = ebpf.map(names::MAP_OFFCPU_STATS).ok_or_else(|| map_error(names::MAP_OFFCPU_STATS, "missing"))?;
-    let stats: BpfHashMap<&MapData, StackKey, OffcpuValue> =
+    let stats: BpfHashMap<&MapData, OffcpuKey, OffcpuValue> =
         BpfHashMap::try_from(map).map_err(|e| map_error(names::MAP_OFFCPU_STATS, e))?;
-    let mut totals: HashMap<StackKey, OffcpuValue> = HashMap::new();
+    let mut totals: HashMap<OffcpuKey, OffcpuValue> = HashMap::new();
     for entry in stats.iter() {
         let (key, value) = entry.map_err(|e| map_error(names::MAP_OFFCPU_STATS, e))?;
         totals.insert(key, value);
@@ -1037,8 +1040,8 @@ fn drain_off_cpu(ebpf: &Ebpf, end_ktime: u64, min_block_ns: u64) -> Result<Vec<R
     let mut out: Vec<RawStack> = totals
         .into_iter()
         .map(|(key, v)| {
-            let user = stack(&stacks, &mut cache, key.user_stack_id);
-            let kernel = stack(&stacks, &mut cache, key.kernel_stack_id);
+            let user = stack(&stacks, &mut cache, key.stack.user_stack_id);
+            let kernel = stack(&stacks, &mut cache, key.stack.kernel_stack_id);
             raw_stack(&key, user, kernel, v.count, v.total_ns)
         })
         .collect();

@@ -480,6 +480,26 @@ pub struct RawStack {
     /// samples), from [`crate::wire::serving`]; empty when none was attributed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<(u32, u64)>,
+    /// Off-CPU: what the waits were, told by the kernel from the system call's arguments
+    /// (symbolization puts [`crate::symbolize::CONTENDED_LOCK_WAIT`] between the user and
+    /// kernel frames of a contended lock's wait). [`OffCpuWait::Other`] for on-CPU samples.
+    #[serde(default)]
+    pub wait: OffCpuWait,
+}
+
+/// What an off-CPU wait was, from the arguments of the system call its thread was switched out
+/// in (`offcpu.bpf.c`): evidence that needs no user frame, which code built without frame
+/// pointers does not give off the CPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OffCpuWait {
+    /// Any other wait (or an on-CPU sample).
+    #[default]
+    Other,
+    /// A lock's slow path: a futex wait on a word holding 2, the "locked, with waiters" state
+    /// of glibc's low-level lock and of Rust std's futex `Mutex` (Drepper, "Futexes Are
+    /// Tricky"), or `FUTEX_LOCK_PI` (a priority-inheritance mutex).
+    ContendedLock,
 }
 
 /// On-CPU samples joined to the HTTP endpoints of the wire capture: a thread's samples go to

@@ -35,7 +35,7 @@ use blazesym::{MaybeDefault, Pid};
 
 use crate::sys::proc_maps;
 use crate::profile::{
-    Frame, FrameKind, Profile, RawProfile, RawStack, Stack, StackCount, SCHEMA_VERSION,
+    Frame, FrameKind, OffCpuWait, Profile, RawProfile, RawStack, Stack, StackCount, SCHEMA_VERSION,
 };
 
 
@@ -51,6 +51,11 @@ pub const USER_STACK_LOST: &str = "[user stack lost]";
 /// The frame put in place of a kernel stack the kernel took but could not keep
 /// ([`crate::profile::StackLost`]): the sample was in the kernel, below its user frames.
 pub const KERNEL_STACK_LOST: &str = "[kernel stack lost]";
+/// The frame put between the user and kernel frames of an off-CPU wait the kernel saw in a
+/// contended lock's futex ([`crate::profile::OffCpuWait::ContendedLock`]): the rules' lock-wait
+/// frames name it, so that a lock wait is told from other futex waits where the user stack
+/// stops in libc's `syscall` (code built without frame pointers).
+pub const CONTENDED_LOCK_WAIT: &str = "[futex wait on a contended lock]";
 
 /// Where the kernel's symbols come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -199,6 +204,9 @@ pub fn symbolize_with(raw: RawProfile, options: &Options) -> Profile {
                 user_outer.push(f[0]);
                 frames.extend_from_slice(f);
             }
+            if raw.wait == OffCpuWait::ContendedLock {
+                frames.push(lost_frame(&mut interner, CONTENDED_LOCK_WAIT, FrameKind::Kernel));
+            }
             for addr in lookup_addresses(&raw.kernel).collect::<Vec<_>>().into_iter().rev() {
                 frames.extend_from_slice(&kernel_frames[&addr]);
             }
@@ -297,7 +305,8 @@ impl Interner {
     }
 }
 
-/// The placeholder frame of a lost stack ([`USER_STACK_LOST`], [`KERNEL_STACK_LOST`]).
+/// A frame that stands for what the kernel told without an address: a lost stack
+/// ([`USER_STACK_LOST`], [`KERNEL_STACK_LOST`]) or a kind of wait ([`CONTENDED_LOCK_WAIT`]).
 fn lost_frame(interner: &mut Interner, function: &str, kind: FrameKind) -> u32 {
     let module = if kind == FrameKind::Kernel { KERNEL_MODULE } else { UNKNOWN };
     interner.get(Frame { function: function.to_string(), module: module.to_string(), kind, inlined: false, file: None, line: None })

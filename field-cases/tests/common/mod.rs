@@ -123,6 +123,11 @@ impl App {
         App::start_full(2, Some(database_url))
     }
 
+    /// Starts `bin` (a build of field-cases, e.g. one without frame pointers) with 2 workers.
+    pub fn start_binary(bin: &Path) -> App {
+        App::start_full_from(bin, 2, None)
+    }
+
     /// Starts `bin` (a build of field-cases, e.g. one without frame pointers) with 2 workers
     /// and the database routes on `database_url`.
     pub fn start_binary_with_db(bin: &Path, database_url: &str) -> App {
