@@ -293,24 +293,29 @@ fn attach_bound_from_the_database_servers_cpu() {
 /// The host's CPUs bound an attach when the app may use all of them and the host is at least
 /// 85% busy although neither the app (0.43 of 2 CPUs) nor the database (2.5 s: 0.50 of its 2
 /// CPUs under load) alone is: the regex-route figures with `Meta::cpus` 2 and the host busy
-/// 9.0 s over the run (9.0 / 3902 × 782.5 = 1.80 of 2 CPUs under load, 2306.5 µs per
-/// request), 4,000 round trips on the wire (625 µs of the server's CPU each). A ping at 2
-/// round trips per request with 20 µs of app CPU takes (20 + 2 × 625) / 2306.5 of the host's
-/// CPU per request; below 85% busy, the served latency again.
+/// 9.0 s over the run (9.0 / 3902 × 782.5 = 1.80 of 2 CPUs under load), 4,000 round trips on
+/// the wire (625 µs of the server's CPU each), and wrk found as the app's HTTP client with
+/// 1.2 s. The CPU that serves the requests is 4.303 + 2.5 + 1.2 = 8.003 s, 2051.0 µs per
+/// request; the host's other 0.997 s is left out. A ping at 2 round trips per request with
+/// 20 µs of app CPU takes (20 + 2 × 625) / 2051.0 of it; below 85% busy, the served latency
+/// again.
 #[test]
 fn attach_bound_from_the_hosts_cpus() {
-    use profiler::profile::DbServer;
+    use profiler::profile::{DbServer, HttpClient};
     let mut p = regex_route_attach(2.0);
     p.meta.cpus = 2;
     p.meta.host_busy_ns = Some(9_000_000_000);
     p.meta.db_servers = vec![DbServer { port: 5432, pid: 42, command: "postgres".into(), cpu_ns: 2_500_000_000, capacity_cpus: Some(2.0) }];
+    p.meta.http_clients = vec![HttpClient { pid: 43, command: "wrk".into(), cpu_ns: 1_200_000_000 }];
     p.wire.as_mut().unwrap().pg.round_trips = 4000;
     let bound = Bound::of_profile(&p);
-    let per_request = 9.0e6 / 3902.0;
+    let per_request = 8.003e6 / 3902.0;
+    let under_load = 3443.0 / 4.4 / 3902.0;
     match bound {
-        Bound::HostCpu { used_cpus, capacity_cpus, cpu_us_per_request, db_cpu_us_per_round_trip } => {
-            assert!((used_cpus - 9.0 / 3902.0 * (3443.0 / 4.4)).abs() < 1e-9 && capacity_cpus == 2.0, "{bound:?}");
+        Bound::HostCpu { used_cpus, capacity_cpus, cpu_us_per_request, other_cpus, client_cpus, db_cpu_us_per_round_trip } => {
+            assert!((used_cpus - 9.0 * under_load).abs() < 1e-9 && capacity_cpus == 2.0, "{bound:?}");
             assert!(close(cpu_us_per_request, per_request) && close(db_cpu_us_per_round_trip.unwrap(), 625.0), "{bound:?}");
+            assert!(close(other_cpus, 0.997 * under_load) && close(client_cpus.unwrap(), 1.2 * under_load), "{bound:?}");
         }
         b => panic!("{b:?}"),
     }
@@ -324,6 +329,27 @@ fn attach_bound_from_the_hosts_cpus() {
     p.meta.target_cpu_capacity = Some(2.0);
     p.meta.host_busy_ns = Some(6_000_000_000);
     assert!(matches!(Bound::of_profile(&p), Bound::ServedLatency { .. }));
+}
+
+/// A host busy with other work (a fresh user's trial: another person's compile filled both
+/// CPUs while the app used 5% of them): the app's 0.2 s of CPU over 3,902 requests (51.3 µs
+/// each) is all that serves them, with no database or client on this host. A cost of 20 µs of
+/// CPU per request is 39% of it: +63.9%. Counting the host's 9.0 s of busy time as the
+/// requests' (2,306.5 µs each, as the bound did) read +0.9%, while switching such costs off
+/// measured +720% in that trial.
+#[test]
+fn a_host_busy_with_other_work_leaves_its_cpu_out_of_the_gain() {
+    let mut p = regex_route_attach(2.0);
+    p.meta.cpus = 2;
+    p.meta.target_cpu_ns = Some(200_000_000);
+    p.meta.host_busy_ns = Some(9_000_000_000);
+    let bound = Bound::of_profile(&p);
+    let Bound::HostCpu { cpu_us_per_request, client_cpus: None, .. } = bound else { panic!("{bound:?}") };
+    assert!(close(cpu_us_per_request, 2e5 / 3902.0), "{bound:?}");
+    assert!(bound.describe().contains("none found on this host"), "{}", bound.describe());
+    let g = predict(&finding(4, 0.01, Some(20.0), None, None), &bound, &GainInputs::default());
+    assert!(close(g.gain_pct, (1.0 / (1.0 - 20.0 / (2e5 / 3902.0)) - 1.0) * 100.0), "{g:?}");
+    assert!(g.gain_pct > 60.0, "{g:?}");
 }
 
 /// A blocking call on a worker: `b` = 2,000 µs switched out per request, `c` = 35 µs of worker

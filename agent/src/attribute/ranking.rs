@@ -43,17 +43,31 @@ pub enum Bound {
     },
     /// The host's CPUs are (nearly) full although neither the app's CPU set nor the
     /// database's is alone: the app may use every CPU of the host and shares them with the
-    /// database, the load generator and the rest ([`Bound::of_profile`]). Throughput = the
-    /// host's CPUs / busy CPU per request; a cost's share is the CPU it takes per request,
-    /// the app's (sampled) plus its round trips × the database server's CPU per round trip,
-    /// over the host's busy CPU per request.
+    /// database, its clients and the rest ([`Bound::of_profile`]). The CPU that serves the
+    /// requests (the app's, the database servers' and the HTTP clients' found on this host)
+    /// gets what the rest leaves it, so its throughput = that CPU / its CPU per request; a
+    /// cost's share is the CPU it takes per request, the app's (sampled) plus its round trips ×
+    /// the database server's CPU per round trip, over that CPU per request. The rest of the
+    /// host's busy time (a compile, another service) does not grow with the requests and is
+    /// left out: counted in, a host busy with other work made every cost look tiny.
     HostCpu {
         /// Mean busy CPUs of the host under load (everything on it).
         used_cpus: f64,
         /// CPUs of the host.
         capacity_cpus: f64,
-        /// The host's busy CPU per HTTP request of the target, µs.
+        /// The CPU that serves the requests per HTTP request of the target, µs: the app's,
+        /// the database servers' ([`crate::profile::Meta::db_servers`]) and the clients'
+        /// ([`crate::profile::Meta::http_clients`]).
         cpu_us_per_request: f64,
+        /// Mean CPUs under load of the host's other processes, left out of
+        /// `cpu_us_per_request` (0 in profiles of agents that counted them in).
+        #[serde(default)]
+        other_cpus: f64,
+        /// Mean CPUs under load of the HTTP clients found on this host; `None` when none was
+        /// found (clients elsewhere, or whose connections closed before the end of the run:
+        /// a load generator on this host is then among the other processes).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client_cpus: Option<f64>,
         /// The database server's CPU per round trip on the wire, µs: its CPU over the run
         /// over all round trips (each alike: an upper bound for a ping, which costs the
         /// server less than a statement). `None` when the server's CPU was not measured:
@@ -166,10 +180,14 @@ impl Bound {
             if host / host_cpus >= SATURATED {
                 let round_trips = profile.wire.as_ref().map_or(0, |w| w.pg.round_trips);
                 let db_ns: u64 = meta.db_servers.iter().map(|s| s.cpu_ns).sum();
+                let client_ns: u64 = meta.http_clients.iter().map(|c| c.cpu_ns).sum();
+                let serving_ns = cpu_ns + db_ns + client_ns;
                 return Bound::HostCpu {
                     used_cpus: host,
                     capacity_cpus: host_cpus,
-                    cpu_us_per_request: host_ns as f64 / 1e3 / requests as f64,
+                    cpu_us_per_request: serving_ns as f64 / 1e3 / requests as f64,
+                    other_cpus: cpus(host_ns.saturating_sub(serving_ns)),
+                    client_cpus: (!meta.http_clients.is_empty()).then(|| cpus(client_ns)),
                     db_cpu_us_per_round_trip: (!meta.db_servers.is_empty() && round_trips > 0).then(|| db_ns as f64 / 1e3 / round_trips as f64),
                 };
             }
@@ -189,12 +207,20 @@ impl Bound {
                 "database CPU ({used_cpus:.2} of {capacity_cpus} CPUs used under load): gains are the cost's share of the round trips, capped by its cut in the mean request latency the wire measured ({:.3} ms; the server's CPU per message is not measured)",
                 l / 1e3
             ),
-            Bound::HostCpu { used_cpus, capacity_cpus, cpu_us_per_request, db_cpu_us_per_round_trip } => format!(
-                "the host's CPUs ({used_cpus:.2} of {capacity_cpus} busy under load, shared by the app, the database, the load generator and the rest; neither the app's nor the database's CPU alone is {:.0}% busy): gains are the cost's CPU over the host's {cpu_us_per_request:.1} µs of busy CPU per request, its app CPU plus {}",
+            Bound::HostCpu { used_cpus, capacity_cpus, cpu_us_per_request, other_cpus, client_cpus, db_cpu_us_per_round_trip } => format!(
+                "the host's CPUs ({used_cpus:.2} of {capacity_cpus} busy under load; neither the app's nor the database's CPU alone is {:.0}% busy): gains are the cost's CPU over the {cpu_us_per_request:.1} µs of CPU per request that serve it (the app's, {}, {}), leaving out {other_cpus:.2} CPUs of other processes that do not grow with the requests; a cost's CPU is its app CPU plus {}",
                 SATURATED * 100.0,
                 match db_cpu_us_per_round_trip {
+                    Some(_) => "its database server's",
+                    None => "no database server's (none measured on this host)",
+                },
+                match client_cpus {
+                    Some(c) => format!("its HTTP clients' on this host ({c:.2} CPUs)"),
+                    None => "no HTTP client's (none found on this host: a load generator here whose connections closed before the end counts among the other processes)".to_string(),
+                },
+                match db_cpu_us_per_round_trip {
                     Some(d) => format!("its round trips × the database server's {d:.1} µs of CPU per round trip (each alike: an upper bound for a ping)"),
-                    None => "nothing for its round trips on the server (the database server's CPU was not measured)".to_string(),
+                    None => "nothing for its round trips on the server".to_string(),
                 }
             ),
             Bound::Latency { connections, latency_us } => {
@@ -322,7 +348,7 @@ pub fn predict(finding: &Finding, bound: &Bound, ctx: &GainInputs) -> Gain {
                 Some(s),
                 Some(app + db),
                 g,
-                format!("1/(1-({app:.2}+{db:.2})/{cpu_us_per_request:.1})-1 = {:.2}% (app CPU + the server's CPU of its round trips, over the host's busy CPU per request)", g * 100.0),
+                format!("1/(1-({app:.2}+{db:.2})/{cpu_us_per_request:.1})-1 = {:.2}% (app CPU + the server's CPU of its round trips, over the CPU per request of the app, its database and its clients)", g * 100.0),
             )
         }
         Bound::Latency { latency_us, .. } | Bound::ServedLatency { latency_us, .. } => {

@@ -27,7 +27,7 @@ use crate::sys::stat::{self, ProcStat};
 /// Every process's `/proc/PID/stat` at one instant (the start of a run).
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    processes: BTreeMap<u32, ProcStat>,
+    pub(super) processes: BTreeMap<u32, ProcStat>,
 }
 
 impl Snapshot {
@@ -82,7 +82,7 @@ pub fn measure(start: &Snapshot, netns_pids: impl IntoIterator<Item = u32>, port
 
 /// `(pid, port)` of every process among `pids` that holds one of the sockets of `listeners`
 /// (inode -> port) as an fd.
-fn socket_owners(listeners: &BTreeMap<u64, u16>, pids: impl Iterator<Item = u32>) -> Vec<(u32, u16)> {
+pub(super) fn socket_owners(listeners: &BTreeMap<u64, u16>, pids: impl Iterator<Item = u32>) -> Vec<(u32, u16)> {
     let mut out = Vec::new();
     for pid in pids {
         for inode in super::wire::socket_inodes(pid) {

@@ -20,6 +20,7 @@
 //! reason goes to [`Meta::partial`]. Off-CPU waits still open at that moment are counted up
 //! to the end of the run.
 
+pub mod clients;
 pub mod db_server;
 mod dwarf;
 mod fp;
@@ -820,6 +821,13 @@ impl Collector {
             }
             _ => Vec::new(),
         };
+        let http_clients = match (&self.processes_at_start, &wire_report) {
+            (Some(start), Some(report)) if !report.http_ports.is_empty() => {
+                let pids: Vec<u32> = target.pids().unwrap_or_default().into_iter().chain([target.main_pid]).collect();
+                clients::measure(start, &pids, &report.http_ports)
+            }
+            _ => Vec::new(),
+        };
 
         let mut lost = LostCounters::default();
         let (mut on_cpu, unwind) = match self.on_cpu.take() {
@@ -886,6 +894,7 @@ impl Collector {
             target_cpu_capacity: self.cpu_capacity,
             host_busy_ns: self.host_busy_at_start.zip(host_busy_at_end).map(|(a, b)| b.saturating_sub(a)),
             db_servers,
+            http_clients,
         };
         Ok(RawProfile { meta, processes, on_cpu, off_cpu, syscalls, lost, wire, endpoints, maps: self.maps, bpf_symbols })
     }

@@ -83,6 +83,24 @@ pub struct Meta {
     /// was off, saw no PostgreSQL connection, or found no server of its ports on this host.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub db_servers: Vec<DbServer>,
+    /// The processes on this host connected to the target's listening ports at the end of
+    /// the run (its HTTP clients: a load generator, a test harness), with the CPU they used
+    /// during it ([`crate::collect::clients`]); empty when the wire was off or no client was
+    /// found here (clients on other hosts, or gone before the end).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub http_clients: Vec<HttpClient>,
+}
+
+/// A process on the target's host with connections to the target's listening ports, and the
+/// CPU its process tree used during a run ([`crate::collect::clients`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HttpClient {
+    /// Host pid.
+    pub pid: u32,
+    /// Its `comm` (`wrk`, ...).
+    pub command: String,
+    /// CPU time of its process tree during the run, ns (10 ms clock ticks).
+    pub cpu_ns: u64,
 }
 
 /// A database server process on the target's host and the CPU its process tree used during a
