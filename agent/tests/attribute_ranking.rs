@@ -372,3 +372,31 @@ fn blocked_workers_gain_from_the_concurrency() {
     let g = predict(&f, &Bound::Unknown, &without_n);
     assert!(close(g.gain_pct, 2_000.0 / 35.0 * 100.0), "{g:?}");
 }
+
+/// A lock wait behind another blocking call: field-cases' `/case/lock-across-sleep` holds a
+/// process-wide lock across a 356 µs `std::thread::sleep`, so each request blocks its worker
+/// in the sleep (356.4 µs) and the other worker on the lock (356.1 µs): `c` = 17.0 µs of
+/// worker CPU, 2 workers, `wrk -c8`, 2,753 req/s measured. Freed of the lock wait, each
+/// worker is still held by the sleep: min(2/(17.0+356.4) µs, 8/(17.0+712.5) µs) = 5,356 req/s,
+/// +94.6%; switching the lock off (`/control/sleep-without-lock`) measured 5,424-5,440 req/s
+/// against 2,749-2,753 (+97-98%, the field-cases tests of 2026-12-06). Counting the lock wait
+/// alone, as the model did, read min(2/17.0 µs, 8/373.1 µs) = 21,442 req/s: +679%.
+#[test]
+fn blocked_workers_gain_keeps_the_other_blocking_waits() {
+    let mut f = finding(3, 0.01, Some(1.0), None, None);
+    f.worker_blocked_us_per_request = Some(356.1);
+    let inputs = GainInputs {
+        worker_cpu_us_per_request: Some(17.0),
+        workers: Some(2.0),
+        worker_blocked_us_per_request: Some(356.1 + 356.4),
+        req_per_s: Some(2753.0),
+        concurrency: Some(8.0),
+        ..GainInputs::default()
+    };
+    let g = predict(&f, &Bound::Unknown, &inputs);
+    assert!(close(g.gain_pct, (2.0e6 / (17.0 + 356.4) / 2753.0 - 1.0) * 100.0), "{g:?}");
+    assert!((94.0..95.0).contains(&g.gain_pct), "{g:?}");
+    // Without the other waits (no off-CPU figure of the workers), the old reading.
+    let g = predict(&f, &Bound::Unknown, &GainInputs { worker_blocked_us_per_request: None, ..inputs });
+    assert!((678.0..680.0).contains(&g.gain_pct), "{g:?}");
+}

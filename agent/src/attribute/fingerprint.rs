@@ -668,6 +668,10 @@ pub struct WorkerIdle {
     /// by frame pointers, which a default release build omits) and the waits were told by
     /// the kernel call they block in ([`super::catalog::RUNTIME_PARK_KERNEL`]).
     pub from_park_frames: bool,
+    /// The workers' off-CPU time outside their park over the run, ns: blocking calls, lock
+    /// waits, page faults. What holds a worker that could run other tasks.
+    #[serde(default)]
+    pub blocked_ns: u64,
 }
 
 impl WorkerIdle {
@@ -698,7 +702,7 @@ pub(super) fn worker_idle_share(ctx: &Ctx<'_>) -> Option<WorkerIdle> {
     let worker = ctx.attr.role_names.iter().position(|n| n == WORKER_ROLE)?;
     let loop_frames = &ctx.rules.thread_roles().get(worker)?.frames;
     let workers = ctx.attr.thread_roles.values().filter(|&&r| r == worker).count();
-    let (mut parked_ns, mut kernel_parked_ns) = (0u64, 0u64);
+    let (mut parked_ns, mut kernel_parked_ns, mut off_ns) = (0u64, 0u64, 0u64);
     let (mut any, mut walked) = (false, false);
     let kernel_park = ctx.rules.frame_set(super::catalog::RUNTIME_PARK_KERNEL);
     let lock_wait = ctx.rules.frame_set(super::catalog::LOCK_WAIT);
@@ -707,6 +711,7 @@ pub(super) fn worker_idle_share(ctx: &Ctx<'_>) -> Option<WorkerIdle> {
             continue;
         }
         any = true;
+        off_ns += c.total_ns;
         let Some(stack) = ctx.profile.stacks.get(c.stack as usize) else { continue };
         let paths = || stack.frames.iter().map(|&f| ctx.path(f));
         if paths().any(|p| park.matches(p)) {
@@ -724,10 +729,10 @@ pub(super) fn worker_idle_share(ctx: &Ctx<'_>) -> Option<WorkerIdle> {
         return None;
     }
     if walked {
-        return Some(WorkerIdle { share: (parked_ns as f64 / span).min(1.0), from_park_frames: true });
+        return Some(WorkerIdle { share: (parked_ns as f64 / span).min(1.0), from_park_frames: true, blocked_ns: off_ns.saturating_sub(parked_ns) });
     }
     kernel_park?;
-    Some(WorkerIdle { share: (kernel_parked_ns as f64 / span).min(1.0), from_park_frames: false })
+    Some(WorkerIdle { share: (kernel_parked_ns as f64 / span).min(1.0), from_park_frames: false, blocked_ns: off_ns.saturating_sub(kernel_parked_ns) })
 }
 
 /// A figure for a title: 3 significant digits up to 1,000, whole numbers above

@@ -377,19 +377,25 @@ fn cpu_removed_us(finding: &Finding, ctx: &GainInputs, cpu_share: f64) -> f64 {
 }
 
 /// The gain of freeing runtime workers of `b` µs of blocking waits per request, with `c` µs of
-/// worker CPU per request. The wait is assumed to stay in the request's latency (made
-/// asynchronous, as `tokio::time::sleep` or `spawn_blocking` do), so the closed loop of
-/// `N` requests in flight then runs at `X' = min(W / c, N / (c + b))` (W worker threads: the
-/// workers' capacity; Little's law: the concurrency over the latency that remains), against
-/// the measured `X`: gain `X'/X - 1`. `N` is the load generator's connections, else the HTTP
+/// worker CPU per request and `B` µs of all the workers' blocking waits per request (`b` and
+/// every other: [`GainInputs::worker_blocked_us_per_request`], at least `b`). The wait is
+/// assumed to stay in the request's latency (made asynchronous, as `tokio::time::sleep` or
+/// `spawn_blocking` do), so the closed loop of `N` requests in flight then runs at
+/// `X' = min(W / (c + B - b), N / (c + B))` (W worker threads, each still held `B - b` per
+/// request by the other waits: the workers' capacity; Little's law: the concurrency over the
+/// latency that remains), against the measured `X`: gain `X'/X - 1`. (Leaving the other waits
+/// out read +679% for a lock wait behind a 356 µs sleep on `field-cases`, where switching the
+/// lock off measured +97%.) `N` is the load generator's connections, else the HTTP
 /// connections that sent a request ([`crate::wire::http::HttpDecodeStats::connections`], at
 /// least the concurrency). Without `X`, `N` or `W` it falls back to the share of worker time,
-/// `1/(1-s) - 1` with `s = b / (b + c)`, a far looser upper bound (it assumes the wait leaves
+/// `1/(1-s) - 1` with `s = b / (B + c)`, a far looser upper bound (it assumes the wait leaves
 /// the request's latency).
 fn worker_gain(b: f64, c: f64, ctx: &GainInputs) -> Gain {
     if let (Some(x), Some(n), Some(w)) = (ctx.req_per_s.filter(|&x| x > 0.0), ctx.concurrency.filter(|&n| n > 0.0), ctx.workers.filter(|&w| w > 0.0)) {
-        let cap = if c > 0.0 { w * 1e6 / c } else { f64::INFINITY };
-        let conc = n * 1e6 / (c + b);
+        let all = ctx.worker_blocked_us_per_request.unwrap_or(b).max(b);
+        let other = all - b;
+        let cap = if c + other > 0.0 { w * 1e6 / (c + other) } else { f64::INFINITY };
+        let conc = n * 1e6 / (c + all);
         let after = cap.min(conc);
         let g = (after / x - 1.0).max(0.0);
         return Gain {
@@ -399,12 +405,13 @@ fn worker_gain(b: f64, c: f64, ctx: &GainInputs) -> Gain {
             gain_pct: g * 100.0,
             predicted_req_per_s: Some(after).filter(|v| v.is_finite()),
             formula: format!(
-                "min(W/c, N/(c+b)) = min({w:.0}/{c:.1} µs, {n:.1}/({c:.1}+{b:.1}) µs) = {after:.0} req/s against {x:.0} measured: {:.2}% (the workers freed of the wait, which stays in each request's latency)",
+                "min(W/(c+B-b), N/(c+B)) = min({w:.0}/({c:.1}+{other:.1}) µs, {n:.1}/({c:.1}+{all:.1}) µs) = {after:.0} req/s against {x:.0} measured: {:.2}% (the workers freed of this wait, which stays in each request's latency, and still held by the other blocking waits)",
                 g * 100.0
             ),
         };
     }
-    let s = b / (b + c);
+    let all = ctx.worker_blocked_us_per_request.unwrap_or(b).max(b);
+    let s = b / (all + c);
     let g = cpu_bound_gain(s);
     Gain {
         resource: "runtime_workers".into(),
@@ -413,7 +420,7 @@ fn worker_gain(b: f64, c: f64, ctx: &GainInputs) -> Gain {
         gain_pct: g * 100.0,
         predicted_req_per_s: ctx.base_req_per_s.map(|x| x * (1.0 + g)).filter(|x| x.is_finite()),
         formula: format!(
-            "1/(1-{s:.4})-1 = {:.2}%, s = {b:.1} µs blocked / ({b:.1} + {c:.1} µs of worker CPU) per request: an upper bound (the concurrency or the worker count is unknown)",
+            "1/(1-{s:.4})-1 = {:.2}%, s = {b:.1} µs blocked / ({all:.1} µs of all blocking waits + {c:.1} µs of worker CPU) per request: an upper bound (the concurrency or the worker count is unknown)",
             g * 100.0
         ),
     }
@@ -426,6 +433,10 @@ pub struct GainInputs {
     pub worker_cpu_us_per_request: Option<f64>,
     /// Runtime-worker threads seen.
     pub workers: Option<f64>,
+    /// All the workers' off-CPU time outside their park per request, µs
+    /// ([`super::fingerprint::WorkerIdle::blocked_ns`]): every blocking wait that holds a
+    /// worker, of whatever finding.
+    pub worker_blocked_us_per_request: Option<f64>,
     /// Measured throughput over the profile, req/s (requests / duration).
     pub req_per_s: Option<f64>,
     /// Requests in flight in the closed loop: the load generator's connections, when known.
@@ -658,6 +669,7 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
     let inputs = GainInputs {
         worker_cpu_us_per_request: worker_samples.and_then(|n| attr.us_per_request(n as f64)),
         workers: worker_threads,
+        worker_blocked_us_per_request: ctx.worker_idle().and_then(|w| Some(w.blocked_ns as f64 / 1e3 / requests.filter(|&n| n > 0)? as f64)),
         req_per_s: base_req_per_s,
         // The wire's server-side latencies leave out requests queued before they are read (all
         // of them, when the workers are blocked), so N comes from the load generator, else from
