@@ -439,6 +439,7 @@ fn attach_throughput_is_the_steady_windows() {
         http_requests: 3443,
         endpoints: Vec::new(),
         pg: PgSummary::default(),
+        http_connection_buckets: None,
     });
     let rules = RuleSet::builtin();
     let opts = RankingOptions { rules: &rules, wire: Some(&w), base_req_per_s: None, label: "" };

@@ -204,7 +204,7 @@ fn regex_route_attach(capacity: f64) -> profiler::profile::Profile {
         latency_total_ns: 3900 * 5_100_000,
         latency_mean_ns: 5_100_000,
     }];
-    w.steady = Some(SteadyWindow { start_ns: 100_000_000, end_ns: 4_500_000_000, http_requests: 3443, endpoints: Vec::new(), pg: Default::default() });
+    w.steady = Some(SteadyWindow { start_ns: 100_000_000, end_ns: 4_500_000_000, http_requests: 3443, endpoints: Vec::new(), pg: Default::default(), http_connection_buckets: None });
     p.wire = Some(w);
     p
 }

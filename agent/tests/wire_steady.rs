@@ -84,3 +84,29 @@ fn steady_window_leaves_out_set_up_and_the_tail() {
     assert_eq!(st.pg.statements.len(), 1);
     assert_eq!(st.pg.statements[0].executions, 220);
 }
+
+/// The clients of the steady window: four connections each send a request every 10 ms from
+/// 10 to 2,990 ms; a fifth (a health check) sends one at 5 ms and one at 2,995 ms, before and
+/// after the window. All five sent requests; four took part in the load (each sent one in
+/// every bucket of the window), which is the concurrency a blocked worker's gain divides by.
+/// A sixth sends one request in the window, at 1,005 ms: 1 of its 23 buckets.
+#[test]
+fn steady_window_counts_the_connections_of_the_load() {
+    let ms = 1_000_000u64;
+    let get = |ts: u64, socket: u64| Chunk::complete(ts, socket, Protocol::Http, Direction::Rx, b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
+    let mut chunks = vec![get(5 * ms, 9)];
+    for i in 1..300u64 {
+        for socket in 1..=4 {
+            chunks.push(get(i * 10 * ms + socket, socket));
+        }
+    }
+    chunks.push(get(2_995 * ms, 9));
+    chunks.push(get(1_005 * ms, 10));
+    chunks.sort_by_key(|c| c.ts_ns);
+    let s = decode(&chunks);
+    assert_eq!(s.http.decode.connections, 6);
+    let st = s.steady.expect("a steady window");
+    assert_eq!((st.start_ns, st.end_ns), (BUCKET_NS, (29 - STEADY_TAIL_BUCKETS as u64) * BUCKET_NS));
+    let n = st.http_connections().expect("connections tracked");
+    assert!((n - (4.0 + 1.0 / 23.0)).abs() < 1e-9, "{n}");
+}

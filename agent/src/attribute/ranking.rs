@@ -673,11 +673,16 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         req_per_s: base_req_per_s,
         // The wire's server-side latencies leave out requests queued before they are read (all
         // of them, when the workers are blocked), so N comes from the load generator, else from
-        // the HTTP connections that sent a request (one request in flight per connection): a
-        // bound that errs high, so the gain stays an upper bound.
+        // the HTTP connections that sent requests during the steady window (one request in
+        // flight per connection; a health check or a warm-up before or after the load is not
+        // a client of it), else from all that sent one: a bound that errs high, so the gain
+        // stays an upper bound.
         concurrency: match bound {
             Bound::Latency { connections, .. } => Some(f64::from(connections)),
-            _ => opts.wire.map(|w| w.http.decode.connections as f64).filter(|&n| n > 0.0),
+            _ => opts
+                .wire
+                .and_then(|w| w.steady.as_ref().and_then(|s| s.http_connections()).filter(|&n| n > 0.0).or(Some(w.http.decode.connections as f64)))
+                .filter(|&n| n > 0.0),
         },
         round_trips_per_request: db_per_request.as_ref().map(|d| d.per_request.round_trips),
         driver_cpu_share: attr.app_share(driver_samples),

@@ -272,7 +272,28 @@ pub struct SteadyWindow {
     /// PostgreSQL figures of the window (`connections`, `errors` and `decode` are left
     /// empty: they are capture-wide).
     pub pg: PgSummary,
+    /// The sum over the window's [`BUCKET_NS`] buckets of the HTTP connections that sent a
+    /// request in each ([`SteadyWindow::http_connections`] is its mean). `None` when more
+    /// connections sent requests than [`MAX_TRACKED_CONNECTIONS`], and in summaries written
+    /// before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_connection_buckets: Option<u64>,
 }
+
+impl SteadyWindow {
+    /// HTTP connections active in the window, on average: per bucket of the window, the
+    /// connections that sent a request in it. The clients of a closed loop count one each; a
+    /// health check or a warm-up before or after the load counts nothing, one that sends a
+    /// request now and then a little. Each connection serves one request at a time (HTTP/1.1
+    /// without pipelining), so this bounds the requests in flight from above.
+    pub fn http_connections(&self) -> Option<f64> {
+        let buckets = self.end_ns.saturating_sub(self.start_ns) / BUCKET_NS;
+        Some(self.http_connection_buckets? as f64 / buckets.max(1) as f64)
+    }
+}
+
+/// Most HTTP connections [`SteadyWindow::http_connections`] tracks (12 bytes each).
+pub const MAX_TRACKED_CONNECTIONS: usize = 65_536;
 
 /// One shape's figures per HTTP request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -385,6 +406,8 @@ struct Bucket {
     /// Connection start-ups and round trips that prepared a statement.
     setup: u64,
     http_requests: u64,
+    /// HTTP connections that sent a request in the bucket.
+    http_connections: u32,
     endpoints: Vec<(u32, u64)>,
     pg: PgSummary,
     /// (shape index, executions, round trips, answered round trips, latency ns).
@@ -425,6 +448,10 @@ struct Timeline {
     shape_ids: super::FastMap<StatementShape, u32>,
     shapes: Vec<StatementShape>,
     endpoints: EndpointIds,
+    /// Per HTTP socket: the bucket of its last request.
+    connections: super::FastMap<u64, u32>,
+    /// More than [`MAX_TRACKED_CONNECTIONS`] sockets sent a request.
+    connections_overflow: bool,
 }
 
 impl Timeline {
@@ -454,11 +481,28 @@ impl Timeline {
         Some(id)
     }
 
-    /// A request line (`endpoint` is its [`HttpRequest::endpoint`] key) at `ts_ns`.
-    fn add_request(&mut self, endpoint: &str, ts_ns: u64) {
+    /// A request line (`endpoint` is its [`HttpRequest::endpoint`] key) on `socket` at `ts_ns`.
+    fn add_request(&mut self, endpoint: &str, socket: u64, ts_ns: u64) {
         let id = self.endpoints.id(endpoint);
+        let origin = *self.origin.get_or_insert(ts_ns);
+        let i = (ts_ns.saturating_sub(origin) / BUCKET_NS).min(u32::MAX as u64) as u32;
+        // Whether this is the connection's first request in bucket `i` (its requests come in
+        // order).
+        let tracked = self.connections.len();
+        let first_in_bucket = match self.connections.entry(socket) {
+            std::collections::hash_map::Entry::Occupied(mut last) => last.insert(i) != i,
+            std::collections::hash_map::Entry::Vacant(v) if tracked < MAX_TRACKED_CONNECTIONS => {
+                v.insert(i);
+                true
+            }
+            std::collections::hash_map::Entry::Vacant(_) => {
+                self.connections_overflow = true;
+                false
+            }
+        };
         if let Some(b) = self.at(ts_ns) {
             b.http_requests += 1;
+            b.http_connections += u32::from(first_in_bucket);
             match b.endpoints.iter_mut().find(|x| x.0 == id) {
                 Some(x) => x.1 += 1,
                 None => b.endpoints.push((id, 1)),
@@ -602,7 +646,8 @@ impl Timeline {
         let mut endpoints: Vec<(String, u64)> =
             endpoints.into_iter().map(|(id, n)| (self.endpoints.names[id as usize].clone(), n)).collect();
         endpoints.sort_by(|x, y| y.1.cmp(&x.1).then_with(|| x.0.cmp(&y.0)));
-        Some(SteadyWindow { start_ns: a as u64 * BUCKET_NS, end_ns: end as u64 * BUCKET_NS, http_requests: requests, endpoints, pg })
+        let http_connection_buckets = (!self.connections_overflow).then(|| self.buckets[a..end].iter().map(|b| u64::from(b.http_connections)).sum());
+        Some(SteadyWindow { start_ns: a as u64 * BUCKET_NS, end_ns: end as u64 * BUCKET_NS, http_requests: requests, endpoints, pg, http_connection_buckets })
     }
 }
 
@@ -643,7 +688,7 @@ impl SummaryBuilder {
                 key.push_str(&r.method);
                 key.push(' ');
                 key.push_str(&r.target);
-                self.timeline.get_or_insert_with(Box::default).add_request(&key, r.ts_ns);
+                self.timeline.get_or_insert_with(Box::default).add_request(&key, r.socket, r.ts_ns);
                 self.spread.request(r.ts_ns);
                 self.http_requests += 1;
                 self.endpoint(&key).requests += 1;
