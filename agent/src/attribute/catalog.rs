@@ -49,6 +49,7 @@
 //! not_frames = []                    # ... and no frame matches one of these
 //! caller_not = ['^(tokio|mio)::']    # ... and its caller (see below) does not match one of these
 //! unknown_caller = false             # ... or, when true, it has no caller (see below) at all
+//! unknown_caller_not = []            # ... unless, having none, a frame of its stack matches one of these
 //! roles = ["runtime worker"]         # ... on a thread of one of these roles (default any)
 //! min_us_per_request = 20.0          # fires at this many µs switched out per request
 //! min_ratio_to_cpu = 0.1             # ... and at this many times the sampled CPU µs per request
@@ -203,6 +204,10 @@ pub struct OffCpuPredicate {
     /// despite `caller_not`, which it cannot be checked against. For waits told by their kind
     /// alone (a contended lock's futex).
     pub unknown_caller: bool,
+    /// ... except, for a wait with no caller frame, when a frame of its stack matches one of
+    /// these (the kernel calls a runtime parks in, which a blocking call's wait is told from
+    /// only by its caller).
+    pub unknown_caller_not: Vec<Regex>,
     /// ... on a thread of one of these roles (empty: any).
     pub roles: Vec<String>,
     /// Fires at this many µs switched out per request.
@@ -392,6 +397,8 @@ struct OffCpuToml {
     caller_not: Vec<Spanned<String>>,
     #[serde(default)]
     unknown_caller: bool,
+    #[serde(default)]
+    unknown_caller_not: Vec<Spanned<String>>,
     #[serde(default)]
     roles: Vec<String>,
     #[serde(default)]
@@ -589,6 +596,7 @@ pub(super) fn parse_cost(
                 not_frames: regexes(&o.not_frames, &format!("cost `{id}` off_cpu.not_frames"), sets, err)?,
                 caller_not: regexes(&o.caller_not, &format!("cost `{id}` off_cpu.caller_not"), sets, err)?,
                 unknown_caller: o.unknown_caller,
+                unknown_caller_not: regexes(&o.unknown_caller_not, &format!("cost `{id}` off_cpu.unknown_caller_not"), sets, err)?,
                 roles: o.roles.clone(),
                 min_us_per_request: min,
                 min_ratio_to_cpu: o.min_ratio_to_cpu.unwrap_or(0.0),

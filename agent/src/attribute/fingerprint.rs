@@ -113,7 +113,7 @@ fn off_cpu(ctx: &Ctx<'_>, p: &OffCpuPredicate) -> OffCpu {
         let caller = ctx.caller_of(fr, fr.len(), &|_| false);
         // A wait whose caller is unknown (no user frame outside std and libc) cannot be told
         // from the excluded callers' waits, unless the rule tells its waits by their kind.
-        if !p.caller_not.is_empty() && caller.is_none() && !p.unknown_caller {
+        if !p.caller_not.is_empty() && caller.is_none() && (!p.unknown_caller || any(&p.unknown_caller_not)) {
             continue;
         }
         if caller.is_some_and(|i| p.caller_not.iter().any(|r| r.is_match(ctx.path(fr[i])))) {
