@@ -7,6 +7,8 @@ pub struct ProcStat {
     pub state: char,
     /// Field 4: the parent's pid.
     pub ppid: u32,
+    /// Field 9, `flags`: the kernel's `PF_*` flags of the task (include/linux/sched.h).
+    pub flags: u32,
     /// Fields 14 + 15, `utime + stime`: CPU time of every thread of the process, in clock
     /// ticks ([`clock_ticks_per_second`]).
     pub cpu_ticks: u64,
@@ -27,6 +29,11 @@ impl ProcStat {
         !matches!(self.state, 'Z' | 'X')
     }
 
+    /// A kernel thread (`PF_KTHREAD`): no user code, nothing to profile.
+    pub fn is_kernel_thread(&self) -> bool {
+        self.flags & 0x0020_0000 != 0
+    }
+
     /// [`ProcStat::cpu_ticks`] in ns.
     pub fn cpu_ns(&self) -> u64 {
         self.cpu_ticks * 1_000_000_000 / clock_ticks_per_second()
@@ -43,12 +50,13 @@ pub fn parse(text: &str) -> Option<ProcStat> {
     let mut state = fields.first()?.chars();
     let (state, None) = (state.next()?, state.next()) else { return None };
     let ppid = fields.get(4 - 3)?.parse().ok()?;
+    let flags = fields.get(9 - 3)?.parse().ok()?;
     let utime: u64 = fields.get(14 - 3)?.parse().ok()?;
     let stime: u64 = fields.get(15 - 3)?.parse().ok()?;
     let cutime: u64 = fields.get(16 - 3)?.parse().ok()?;
     let cstime: u64 = fields.get(17 - 3)?.parse().ok()?;
     let start_ticks = fields.get(22 - 3)?.parse().ok()?;
-    Some(ProcStat { state, ppid, cpu_ticks: utime + stime, children_cpu_ticks: cutime + cstime, start_ticks })
+    Some(ProcStat { state, ppid, flags, cpu_ticks: utime + stime, children_cpu_ticks: cutime + cstime, start_ticks })
 }
 
 /// Every process of `/proc` (host pids when the caller is in the host's pid namespace) with
@@ -143,13 +151,13 @@ mod tests {
     #[test]
     fn a_command_name_with_spaces_and_parentheses() {
         let line = "4242 (tokio (worker) 1) S 1 4242 4242 0 -1 4194560 163 0 0 0 17 5 0 0 20 0 3 0 123 4096 100 0\n";
-        assert_eq!(parse(line), Some(ProcStat { state: 'S', ppid: 1, cpu_ticks: 22, children_cpu_ticks: 0, start_ticks: 123 }));
+        assert_eq!(parse(line), Some(ProcStat { state: 'S', ppid: 1, flags: 4_194_560, cpu_ticks: 22, children_cpu_ticks: 0, start_ticks: 123 }));
         assert_eq!(parse("1 (x) Z 0 1 1"), None, "too few fields");
         assert_eq!(parse("no stat here"), None);
     }
 
     fn p(ppid: u32, cpu: u64, children: u64, start: u64) -> ProcStat {
-        ProcStat { state: 'S', ppid, cpu_ticks: cpu, children_cpu_ticks: children, start_ticks: start }
+        ProcStat { state: 'S', ppid, flags: 0, cpu_ticks: cpu, children_cpu_ticks: children, start_ticks: start }
     }
 
     #[test]

@@ -21,6 +21,17 @@ pub enum TargetError {
     /// No process with this pid.
     #[error("no process with pid {0}")]
     NoSuchPid(u32),
+    /// The pid is a thread of another process (its thread id, as `top -H` or a stack shows).
+    #[error("pid {pid} is a thread of process {process}: pass --pid {process}")]
+    ThreadOfProcess {
+        /// The pid as given (a thread id).
+        pid: u32,
+        /// Its process (`Tgid` of `/proc/PID/status`).
+        process: u32,
+    },
+    /// The pid is a kernel thread: no user code to profile.
+    #[error("pid {0} is a kernel thread: it runs no user code to profile")]
+    KernelThread(u32),
     /// The cgroup directory does not exist or is not a cgroup2 directory.
     #[error("{path} is not a cgroup v2 directory (cgroup2 is mounted at {mount})")]
     NotACgroup {
@@ -139,8 +150,14 @@ impl Target {
         match self {
             Target::Pid(pid) => {
                 let pid = *pid;
-                if pid == 0 || !process_is_live(pid) {
-                    return Err(TargetError::NoSuchPid(pid));
+                let stat = (pid != 0).then(|| crate::sys::stat::read(pid)).flatten().filter(|s| s.is_live()).ok_or(TargetError::NoSuchPid(pid))?;
+                if stat.is_kernel_thread() {
+                    return Err(TargetError::KernelThread(pid));
+                }
+                // /proc/TID exists for every thread too (hidden from listings): a thread id
+                // would filter on that one thread and read its process's CPU.
+                if let Some(process) = thread_group(pid).filter(|&t| t != pid) {
+                    return Err(TargetError::ThreadOfProcess { pid, process });
                 }
                 Ok(ResolvedTarget {
                     description,
@@ -352,6 +369,13 @@ pub fn process_cpu_capacity(pid: u32) -> Option<f64> {
 
 /// True when `/proc/PID/stat` exists and the state is not zombie or dead
 /// ([`crate::sys::stat::ProcStat::is_live`]).
+/// `Tgid` of `/proc/PID/status`: the process a thread id belongs to (the pid itself for a
+/// process's main thread); `None` when unreadable.
+fn thread_group(pid: u32) -> Option<u32> {
+    let text = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    text.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok())
+}
+
 fn process_is_live(pid: u32) -> bool {
     crate::sys::stat::read(pid).is_some_and(|s| s.is_live())
 }
@@ -459,6 +483,31 @@ mod tests {
         assert_eq!(cgroup_level(Path::new("/sys/fs/cgroup/unified"), Path::new("/sys/fs/cgroup/unified")), Some(0));
         assert_eq!(cgroup_level(Path::new("/sys/fs/cgroup/unified"), Path::new("/sys/fs/cgroup/unified/docker/abc")), Some(2));
         assert_eq!(cgroup_level(Path::new("/sys/fs/cgroup/unified"), Path::new("/tmp")), None);
+    }
+
+    /// A thread id is not a process (a fresh user passed a worker's id from `top -H` and got
+    /// an empty profile with exit 0), and a kernel thread has no user code: each is one line.
+    #[test]
+    fn a_thread_id_or_a_kernel_thread_is_not_a_target() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            tx.send(unsafe { libc::gettid() } as u32).unwrap();
+            done_rx.recv().ok();
+        });
+        let tid = rx.recv().unwrap();
+        let me = std::process::id();
+        let e = Target::Pid(tid).resolve().err().expect("a thread id refused");
+        assert!(matches!(e, TargetError::ThreadOfProcess { pid, process } if pid == tid && process == me), "{e}");
+        assert_eq!(e.to_string(), format!("pid {tid} is a thread of process {me}: pass --pid {me}"));
+        done_tx.send(()).unwrap();
+        t.join().unwrap();
+        assert!(Target::Pid(me).resolve().is_ok());
+        // kthreadd is pid 2 in the host's pid namespace.
+        if crate::sys::stat::read(2).is_some_and(|s| s.is_kernel_thread()) {
+            assert!(matches!(Target::Pid(2).resolve(), Err(TargetError::KernelThread(2))));
+        }
     }
 
     #[test]
