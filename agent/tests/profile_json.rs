@@ -70,6 +70,27 @@ fn future_schema_version_is_refused() {
     assert!(matches!(e, JsonError::FutureVersion { found: 7, .. }), "{e:?}");
 }
 
+/// Profiles no run can give (a fresh user's hand-edited files, which `profiler report` rendered
+/// as "0.0 s ... on-CPU samples: 1021" and "on 0 CPUs" with exit 0): one line each.
+#[test]
+fn impossible_profiles_are_refused() {
+    let v: serde_json::Value = serde_json::from_slice(&json::to_vec(&fixture())).unwrap();
+    assert!(fixture().on_cpu.iter().any(|c| c.count > 0), "the fixture has samples");
+    for (field, value, says) in [
+        ("schema_version", None, "schema_version 0: profile.json versions start at 1"),
+        ("duration_ns", Some("meta"), "meta.duration_ns is 0, but the profile has samples"),
+        ("cpus", Some("meta"), "meta.cpus is 0, but the profile has samples"),
+    ] {
+        let mut bad = v.clone();
+        match value {
+            Some(obj) => bad[obj][field] = 0.into(),
+            None => bad[field] = 0.into(),
+        }
+        let e = err(&serde_json::to_vec(&bad).unwrap());
+        assert!(e.to_string().starts_with(&format!("p.json: invalid profile.json: {says}")), "{field}: {e}");
+    }
+}
+
 #[test]
 fn wrong_files_are_refused_with_their_kind() {
     let e = err(b"\x1f\x8b\x08\x00 gzip");

@@ -345,15 +345,7 @@ fn json_profile(bytes: &[u8], path: &Path) -> Result<Profile, ImportError> {
             });
         }
     }
-    let profile = profile::json::from_slice(bytes, path)?;
-    if profile.schema_version == 0 {
-        return Err(ImportError::Invalid {
-            path: path.to_path_buf(),
-            file: "profile.json",
-            detail: "schema_version 0: profile.json versions start at 1".into(),
-        });
-    }
-    Ok(profile)
+    Ok(profile::json::from_slice(bytes, path)?)
 }
 
 /// `perf script` text or folded stacks. `perf script` is recognized by inferno's perf

@@ -164,10 +164,27 @@ pub fn from_slice(bytes: &[u8], path: &Path) -> Result<Profile, JsonError> {
         }
     }
     let profile: Profile = serde_json::from_value(value).map_err(|source| JsonError::Invalid { path: path.clone(), source })?;
-    if let Some(what) = bad_index(&profile) {
+    if let Some(what) = bad_index(&profile).or_else(|| impossible(&profile)) {
         return Err(JsonError::BadIndex { path, what });
     }
     Ok(profile)
+}
+
+/// What makes a profile one no run can give, if anything: schema version 0 (versions start at
+/// 1), or samples or waits over a run of no length or on no CPU (every figure per second or per
+/// CPU would divide by zero).
+pub fn impossible(profile: &Profile) -> Option<String> {
+    if profile.schema_version == 0 {
+        return Some("schema_version 0: profile.json versions start at 1".into());
+    }
+    let recorded = profile.on_cpu.iter().any(|c| c.count > 0) || profile.off_cpu.iter().any(|c| c.count > 0);
+    if recorded && profile.meta.duration_ns == 0 {
+        return Some("meta.duration_ns is 0, but the profile has samples: a run that recorded them lasted some time".into());
+    }
+    if recorded && profile.meta.cpus == 0 {
+        return Some("meta.cpus is 0, but the profile has samples: they were taken on some CPU".into());
+    }
+    None
 }
 
 /// Encodes `profile` as `profile.json` text (pretty-printed, keys sorted, `schema_version` set to
