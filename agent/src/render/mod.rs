@@ -80,6 +80,25 @@ fn write_file(
     }
 }
 
+/// The note under a statements table whose shapes include statements prepared before the
+/// attach (no text, one name per connection): how many names ran how often per request, and
+/// that `--db-url` names them. `None` when fewer than one such execution per request.
+pub(crate) fn unnamed_statements_note(per_request: &crate::wire::PerRequest) -> Option<String> {
+    let unnamed: Vec<f64> = per_request
+        .statements
+        .iter()
+        .filter(|s| matches!(s.shape, crate::wire::pg::StatementShape::PreparedBeforeAttach { .. }))
+        .map(|s| s.executions)
+        .collect();
+    let sum: f64 = unnamed.iter().sum();
+    (sum >= 1.0).then(|| {
+        format!(
+            "{} statement names prepared before the attach ran {sum:.2} times per request: their text is unknown, and a driver names a statement per connection in the order it prepared it, so one SQL statement of a loop (an N+1) is spread over the pool's connections under several names and `n-plus-one-queries`, which counts per statement, may not fire. `profiler attach --db-url URL` recovers their texts from pg_stat_activity (or attach before the app opens its connections).",
+            unnamed.len()
+        )
+    })
+}
+
 fn seconds(ns: u64) -> String {
     format!("{:.1} s", ns as f64 / 1e9)
 }
@@ -271,4 +290,26 @@ fn write_syscalls_and_wire(profile: &Profile, out: &Path) -> Result<Vec<PathBuf>
         })?);
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::wire::pg::StatementShape;
+    use crate::wire::summary::{PerRequest, StatementPerRequest};
+
+    /// A fresh user's N+1 route without `--db-url`: the loop's one SELECT ran as 16 names, one
+    /// per pooled connection, each below the finding's 5 per request (two of them here), beside
+    /// a statement with its text. The note counts the names and their executions; none under
+    /// one execution per request.
+    #[test]
+    fn statements_prepared_before_the_attach_point_to_db_url() {
+        let before = |name: &str, executions: f64| StatementPerRequest { shape: StatementShape::PreparedBeforeAttach { name: name.into(), connection: 0 }, executions, round_trips: executions };
+        let sql = StatementPerRequest { shape: StatementShape::Sql { text: "SELECT ?".into(), truncated: false }, executions: 1.0, round_trips: 1.0 };
+        let mut p = PerRequest { requests: 100, round_trips: 6.31, pings: 0.0, transactions: 0.0, statement_executions: 6.31, db_latency_ns: 0.0, statements: vec![before("s2", 2.72), before("s16", 2.59), sql] };
+        let note = super::unnamed_statements_note(&p).expect("a note");
+        assert!(note.starts_with("2 statement names prepared before the attach ran 5.31 times per request"), "{note}");
+        assert!(note.contains("`profiler attach --db-url URL`"), "{note}");
+        p.statements = vec![before("s2", 0.5), before("s3", 0.4)];
+        assert!(super::unnamed_statements_note(&p).is_none());
+    }
 }

@@ -198,6 +198,9 @@ pub fn markdown(r: &Ranking) -> String {
             let _ = writeln!(s, "| `{}` | {:.2} | {:.2} |", st.shape.to_string().replace('|', "\\|"), st.executions, st.round_trips);
         }
         let _ = writeln!(s);
+        if let Some(note) = super::unnamed_statements_note(p) {
+            let _ = writeln!(s, "{note}\n");
+        }
     }
     let _ = writeln!(s, "## Model\n\n{MODEL_TEXT}\n");
     if !r.thread_roles.is_empty() {
