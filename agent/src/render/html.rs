@@ -373,7 +373,7 @@ fn endpoints_section(h: &mut String, runs: &[RunView]) {
             let _ = write!(h, "<p class=\"note\">{} more statement shapes in wire.json.</p>", p.statements.len() - 12);
         }
         if let Some(note) = super::unnamed_statements_note(&p) {
-            let _ = write!(h, "<p class=\"note\">{}</p>", escape(&note));
+            let _ = write!(h, "<p class=\"note\">{}</p>", inline(&note));
         }
     }
     h.push_str("</section>");
