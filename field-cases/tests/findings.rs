@@ -294,6 +294,14 @@ fn marked_lock_waits_per_request(p: &common::Profiled) -> f64 {
     waits as f64 / requests
 }
 
+/// field-cases built without frame pointers (as a user's service is by default) into the
+/// `nofp` folder beside the workspace's release build, while no other test's app runs (the
+/// build takes both CPUs for up to two minutes; a second call finds it built).
+fn field_cases_without_frame_pointers() -> std::path::PathBuf {
+    let target = common::release_bin("field-cases").parent().and_then(std::path::Path::parent).expect("target dir").join("nofp");
+    common::alone(|| test_support::build_without_frame_pointers("field-cases", &target))
+}
+
 /// [`lock_held_across_a_blocking_call`] on field-cases built as a user's service is by
 /// default, without frame pointers, where a lock's futex wait and a condition variable's look
 /// alike from their user stacks. The kernel marks the lock's waits from the futex call's
@@ -306,8 +314,7 @@ fn lock_held_across_a_blocking_call_without_frame_pointers() {
     if skip_unless_root() {
         return;
     }
-    let target = common::release_bin("field-cases").parent().and_then(std::path::Path::parent).expect("target dir").join("nofp");
-    let bin = common::alone(|| test_support::build_without_frame_pointers("field-cases", &target));
+    let bin = field_cases_without_frame_pointers();
     let route = "/case/lock-across-sleep";
     let Some((on, off)) = check_on(route, Some(&bin)) else { return };
     let truth = expected().case.iter().flat_map(|c| c.truth.iter()).find(|t| t.route == route && t.figure == "syscalls.futex_wait").expect("perf's futex waits").value;
@@ -693,9 +700,7 @@ fn connection_held_idle_without_frame_pointers() {
     if skip_unless_root() {
         return;
     }
-    let target = common::release_bin("field-cases").parent().and_then(std::path::Path::parent).expect("target dir").join("nofp");
-    // While no other test's app runs: the build takes both CPUs for up to two minutes.
-    let bin = common::alone(|| test_support::build_without_frame_pointers("field-cases", &target));
+    let bin = field_cases_without_frame_pointers();
     let (pg, url, app) = app_with_statement_counts();
     drop(app);
     let app = App::start_binary_with_db(&bin, &url);

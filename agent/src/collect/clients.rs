@@ -19,23 +19,14 @@ use crate::profile::HttpClient;
 use crate::sys::stat;
 
 /// `(remote port, socket inode)` of every ESTABLISHED socket (state `01`,
-/// include/net/tcp_states.h) of a `/proc/net/tcp`-format table whose remote port is one of
-/// `server_ports`: the client ends of connections to those ports. Lines that do not parse are
-/// skipped.
+/// include/net/tcp_states.h) of a `/proc/net/tcp`-format table
+/// ([`super::wire::tcp_sockets`]) whose remote port is one of `server_ports`: the client ends
+/// of connections to those ports.
 pub fn client_sockets(text: &str, server_ports: &BTreeSet<u16>) -> Vec<(u16, u64)> {
-    let mut out = Vec::new();
-    for line in text.lines().skip(1) {
-        let f: Vec<&str> = line.split_ascii_whitespace().collect();
-        if f.len() < 10 || f[3] != "01" {
-            continue;
-        }
-        let Some(port) = f[2].rsplit_once(':').and_then(|(_, p)| u16::from_str_radix(p, 16).ok()) else { continue };
-        let Ok(inode) = f[9].parse::<u64>() else { continue };
-        if server_ports.contains(&port) && inode != 0 {
-            out.push((port, inode));
-        }
-    }
-    out
+    super::wire::tcp_sockets(text)
+        .filter(|s| s.state == "01" && s.inode != 0 && server_ports.contains(&s.remote_port))
+        .map(|s| (s.remote_port, s.inode))
+        .collect()
 }
 
 /// The processes on this host (outside `target_pids`) connected to one of `server_ports` in

@@ -520,22 +520,37 @@ pub fn parse_listening(text: &str, inodes: &BTreeSet<u64>) -> BTreeSet<u16> {
     listen_sockets(text).into_iter().filter(|(_, inode)| inodes.contains(inode)).map(|(port, _)| port).collect()
 }
 
-/// `(local port, socket inode)` of every LISTEN socket of a `/proc/net/tcp`-format table.
-/// Lines that do not parse are skipped. Format (Documentation/networking/proc_net_tcp.rst):
-/// `sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode`,
-/// addresses as `HEXADDR:HEXPORT`, state `0A` TCP_LISTEN (include/net/tcp_states.h).
+/// `(local port, socket inode)` of every LISTEN socket (state `0A`) of a `/proc/net/tcp`-format
+/// table ([`tcp_sockets`]).
 pub fn listen_sockets(text: &str) -> Vec<(u16, u64)> {
-    let mut out = Vec::new();
-    for line in text.lines().skip(1) {
+    tcp_sockets(text).filter(|s| s.state == "0A").map(|s| (s.local_port, s.inode)).collect()
+}
+
+/// One line of a `/proc/net/tcp`-format table ([`tcp_sockets`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpSocket<'a> {
+    /// Local port.
+    pub local_port: u16,
+    /// Remote port (0 for a listening socket).
+    pub remote_port: u16,
+    /// State, two hex digits (include/net/tcp_states.h): `01` ESTABLISHED, `0A` LISTEN, ...
+    pub state: &'a str,
+    /// Socket inode (0 for a socket without one, e.g. in TIME_WAIT).
+    pub inode: u64,
+}
+
+/// The sockets of a `/proc/net/tcp`-format table; lines that do not parse are skipped. Format
+/// (Documentation/networking/proc_net_tcp.rst): `sl local_address rem_address st
+/// tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode`, addresses as `HEXADDR:HEXPORT`.
+pub fn tcp_sockets(text: &str) -> impl Iterator<Item = TcpSocket<'_>> {
+    let port = |a: &str| a.rsplit_once(':').and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+    text.lines().skip(1).filter_map(move |line| {
         let f: Vec<&str> = line.split_ascii_whitespace().collect();
-        if f.len() < 10 || f[3] != "0A" {
-            continue;
+        if f.len() < 10 {
+            return None;
         }
-        let Some(port) = f[1].rsplit_once(':').and_then(|(_, p)| u16::from_str_radix(p, 16).ok()) else { continue };
-        let Ok(inode) = f[9].parse::<u64>() else { continue };
-        out.push((port, inode));
-    }
-    out
+        Some(TcpSocket { local_port: port(f[1])?, remote_port: port(f[2])?, state: f[3], inode: f[9].parse().ok()? })
+    })
 }
 
 #[cfg(test)]
