@@ -675,8 +675,8 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         // of them, when the workers are blocked), so N comes from the load generator, else from
         // the HTTP connections that sent requests during the steady window (one request in
         // flight per connection; a health check or a warm-up before or after the load is not
-        // a client of it), else from all that sent one: a bound that errs high, so the gain
-        // stays an upper bound.
+        // a client of it), else from all that sent one: a bound that errs high while requests
+        // take less than the window's 100 ms buckets, so the gain stays an upper bound.
         concurrency: match bound {
             Bound::Latency { connections, .. } => Some(f64::from(connections)),
             _ => opts

@@ -285,7 +285,9 @@ impl SteadyWindow {
     /// connections that sent a request in it. The clients of a closed loop count one each; a
     /// health check or a warm-up before or after the load counts nothing, one that sends a
     /// request now and then a little. Each connection serves one request at a time (HTTP/1.1
-    /// without pipelining), so this bounds the requests in flight from above.
+    /// without pipelining), so this bounds the requests in flight from above while requests
+    /// take less than a bucket; a connection whose requests take longer sends none in some of
+    /// the buckets it is busy in, and counts less than it should.
     pub fn http_connections(&self) -> Option<f64> {
         let buckets = self.end_ns.saturating_sub(self.start_ns) / BUCKET_NS;
         Some(self.http_connection_buckets? as f64 / buckets.max(1) as f64)
