@@ -500,6 +500,47 @@ fn attach_outputs_with_runs_json_compare_throughput_and_cpu() {
     assert!(stdout.contains("only one side has measured runs"), "{stdout}");
 }
 
+/// An attach output folder whose `profile.json` is the test data's BASE profile with a wire
+/// steady window of `requests` HTTP requests in 10 s and every paired response taking
+/// `latency_ms`.
+fn attach_with_wire(d: &Path, name: &str, requests: u64, latency_ms: u64) -> PathBuf {
+    let mut p = base_profile();
+    let wire = p["wire"].as_object_mut().unwrap();
+    let pg = wire["pg"].clone();
+    wire.insert(
+        "steady".into(),
+        serde_json::json!({"start_ns": 1_000_000_000u64, "end_ns": 11_000_000_000u64, "http_requests": requests, "endpoints": [], "pg": pg}),
+    );
+    for e in wire["http"]["endpoints"].as_array_mut().unwrap() {
+        let paired: u64 = e["statuses"].as_object().unwrap().values().map(|n| n.as_u64().unwrap()).sum();
+        e["latency_total_ns"] = serde_json::json!(paired * latency_ms * 1_000_000);
+        e["latency_mean_ns"] = serde_json::json!(if paired > 0 { latency_ms * 1_000_000 } else { 0 });
+    }
+    let dir = d.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    write_json(&dir.join("profile.json"), &p);
+    dir
+}
+
+#[test]
+fn attach_outputs_without_runs_compare_the_wires_throughput_and_latency() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = attach_with_wire(d, "base", 10_000, 8);
+    let head = attach_with_wire(d, "head", 5_000, 16);
+    let (code, stdout, stderr) = run(&[&base, &head], &["--format", "md"]);
+    // The same profile on both sides: only the wire's throughput and latency moved, and a
+    // halved throughput fails the gate although the CPU per request did not change.
+    assert_eq!(code, 1, "stdout: {stdout}\nstderr: {stderr}");
+    assert!(stdout.contains("| throughput (wire, steady window) (req/s) | 1000 | 500 | -500 (-50.0%) | ? | significance unknown |"), "{stdout}");
+    assert!(stdout.contains("| latency mean (wire) (ms) | 8.00 | 16.0 | +8.00 (+100.0%) | ? | significance unknown |"), "{stdout}");
+    assert!(stdout.contains("req/s seen on the wire 1000 → 500 (-50.0%"), "{stdout}");
+    // The same throughput: nothing in the gate moved.
+    let same = attach_with_wire(d, "same", 10_000, 8);
+    let (code, stdout, stderr) = run(&[&base, &same], &["--format", "md"]);
+    assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
+}
+
 #[test]
 fn bad_runs_json_is_refused_with_one_line() {
     let dir = tempfile::tempdir().unwrap();

@@ -100,6 +100,13 @@ fn golden_figures_match_the_raw_files() {
     //   1.57e9 / 5437, 1.72e9 / 5598, 1.66e9 / 5439 ns -> 288.8, 307.3, 305.2 µs, median 305;
     //   HEAD 1.56e9 / 5309, 1.57e9 / 5209, 1.51e9 / 5097 -> 293.8, 301.4, 296.3, median 296;
     //   noise (307.3 - 288.8) + (301.4 - 293.8) = 26.1.
+    // - profiles.diff.md (the two profile.json files, no measured runs): the wire's mean
+    //   latency, the sum of `wire.http.endpoints[].latency_total_ns` over the sum of their
+    //   `statuses` counts: 43.22 ms BASE, 48.99 ms HEAD. No steady window in these profiles, so
+    //   no throughput row.
+    let profiles = std::fs::read_to_string(data().join("profiles.diff.md")).unwrap();
+    assert!(profiles.contains("| latency mean (wire) (ms) | 43.2 | 49.0 | +5.77 (+13.3%) | ? |"), "{profiles}");
+    assert!(!profiles.contains("throughput (wire"), "{profiles}");
     let md = std::fs::read_to_string(data().join("bench.diff.md")).unwrap();
     for expected in [
         "| req/s | 1796 | 1723 | -72.9 (-4.1%) | ±124 |",
@@ -109,6 +116,7 @@ fn golden_figures_match_the_raw_files() {
         "| `double-json-parse` | 2.14 | 0 | -2.14 (-100.0%) |",
         "| `all round trips` | 7.00 | 7.00 |",
         "| `BEGIN` | 1.00 | 1.00 |",
+        "- named in BASE only (gone in HEAD): `double-json-parse`: JSON bodies are parsed",
     ] {
         assert!(md.contains(expected), "bench.diff.md lacks `{expected}`");
     }

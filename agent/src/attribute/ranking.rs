@@ -151,7 +151,7 @@ impl Bound {
         // Under load: the CPU per request times the requests per second of the wire's steady
         // window, when it has one (a run longer than its load would otherwise count its idle
         // seconds); else the mean over the run.
-        let steady = profile.wire.as_ref().filter(|w| w.http.requests > 0).and_then(|w| steady_req_per_s(w).map(|(x, _, _)| x / w.http.requests as f64));
+        let steady = profile.wire.as_ref().filter(|w| w.http.requests > 0).and_then(|w| w.steady_req_per_s().map(|(x, _, _)| x / w.http.requests as f64));
         let cpus = |ns: u64| steady.map_or(ns as f64 / 1e9 / secs, |per_request_x| ns as f64 / 1e9 * per_request_x);
         let used = cpus(cpu_ns);
         let db = meta
@@ -909,21 +909,13 @@ impl DbPerRequest {
 /// wrk at 778 req/s, whose steady window read 782), else of the whole run. Returns the
 /// figure (req/s) and where it came from.
 fn wire_throughput(wire: Option<&WireSummary>, requests: Option<u64>, run_secs: f64) -> (Option<f64>, Option<String>) {
-    if let Some((x, n, secs)) = wire.and_then(steady_req_per_s) {
+    if let Some((x, n, secs)) = wire.and_then(WireSummary::steady_req_per_s) {
         return (Some(x), Some(format!("wire: {n} requests in the steady window of {secs:.2} s")));
     }
     match requests {
         Some(r) if run_secs > 0.0 => (Some(r as f64 / run_secs), Some(format!("wire: mean over the whole run of {run_secs:.2} s"))),
         _ => (None, None),
     }
-}
-
-/// The HTTP requests per second of the wire's steady window, with its requests and length
-/// (s); `None` without a window or without requests in it.
-fn steady_req_per_s(w: &WireSummary) -> Option<(f64, u64, f64)> {
-    let st = w.steady.as_ref()?;
-    let secs = st.end_ns.saturating_sub(st.start_ns) as f64 / 1e9;
-    (secs > 0.0 && st.http_requests > 0).then(|| (st.http_requests as f64 / secs, st.http_requests, secs))
 }
 
 fn generic(attr: &Attribution, id: &str, title: String, samples: u64, evidence: Vec<String>) -> Finding {

@@ -5,7 +5,8 @@
 //!   `profile.json`, a pprof file, `perf script` text or folded stacks, into [`import::Side`]
 //!   (every input becomes a [`Profile`]).
 //! - [`compare()`] ranks both profiles with the same rules ([`crate::attribute::rank`]) and
-//!   compares them test by test: req/s, latency and CPU per request of the measured runs, then
+//!   compares them test by test: req/s, latency and CPU per request of the measured runs (or,
+//!   without them, the wire captures' throughput and mean latency, [`ROW_REQ_PER_S_WIRE`], [`ROW_LATENCY_WIRE`]), then
 //!   the named costs, round trips by statement, syscalls, spawns, lock waits, layers and frames,
 //!   each with its change and whether it is beyond noise (the model is below).
 //! - [`crate::render::diff_md`] writes `diff.md`. The differential flamegraphs (`diff.svg`, `diff-base.svg`)
@@ -440,6 +441,9 @@ struct Figures {
     /// 1 / requests, when per request.
     per_req: Option<f64>,
     costs: BTreeMap<String, u64>,
+    /// Every named cost of the ranking with its title, on-CPU or not (a blocking call or an
+    /// N+1 found off-CPU or on the wire has no samples of its own).
+    named: BTreeMap<String, String>,
     layers: BTreeMap<String, u64>,
     /// Syscall counts as counted, and the factor to the whole run's (`Meta::syscall_scale`).
     syscalls: BTreeMap<String, u64>,
@@ -524,6 +528,7 @@ fn figures(profile: &Profile, requests: Option<u64>, norm: Normalization, rules:
         _ => 100.0 / samples.max(1) as f64,
     };
     let costs = ranking.costs.iter().map(|c| (c.finding.id.clone(), c.finding.samples)).collect();
+    let named = ranking.costs.iter().map(|c| (c.finding.id.clone(), c.finding.title.clone())).collect();
     let layers = ranking.layers.iter().map(|l| (l.layer.clone(), l.self_samples)).collect();
     let syscalls = profile.syscalls.iter().map(|s| (s.name.clone(), s.count)).collect();
     let mut round_trips = BTreeMap::new();
@@ -579,7 +584,7 @@ fn figures(profile: &Profile, requests: Option<u64>, norm: Normalization, rules:
         }
     }
     let syscall_scale = profile.meta.syscall_scale();
-    Figures { samples, k, per_req, costs, layers, syscalls, syscall_scale, round_trips, spawn_samples, lock_waits, frames, self_frames }
+    Figures { samples, k, per_req, costs, named, layers, syscalls, syscall_scale, round_trips, spawn_samples, lock_waits, frames, self_frames }
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -713,6 +718,9 @@ fn compare_test(b: &TestSide, h: &TestSide, opts: &Options<'_>) -> TestDiff {
         }
         return finish(b, h, rows, notes, pct, Normalization::PerSample, (0, 0));
     };
+    if !have_runs {
+        rows.extend(wire_load_rows(pb, ph));
+    }
     let per_request = b.requests.is_some() && h.requests.is_some() && pb.meta.frequency_hz > 0 && ph.meta.frequency_hz > 0;
     let norm = if per_request { Normalization::PerRequest } else { Normalization::PerSample };
     if !per_request {
@@ -737,6 +745,7 @@ fn compare_test(b: &TestSide, h: &TestSide, opts: &Options<'_>) -> TestDiff {
         bursty_only(p, opts.rules).map(|g| figures(&g, t.requests, norm, opts.rules, &t.name)).unwrap_or_default()
     };
     let (gb, gh) = (growth(pb, b), growth(ph, h));
+    notes.extend(named_on_one_side(&fb.named, &fh.named));
     // The relative floor: only with measured runs on both sides (bench).
     let floor = have_runs.then(|| {
         let rel = |t: &TestSide| {
@@ -807,6 +816,40 @@ fn compare_test(b: &TestSide, h: &TestSide, opts: &Options<'_>) -> TestDiff {
     finish(b, h, rows, notes, pct, norm, samples)
 }
 
+/// Notes for the named costs that one side's ranking has and the other's does not, with
+/// their titles (HEAD's for a new cost, BASE's for a gone one). The cost rows compare on-CPU
+/// samples only, and a cost found off-CPU or on the wire (a blocking call on a worker, an N+1)
+/// may have none; whether a cost is named at all is a threshold, not a measurement with a
+/// noise, so these notes are not gated.
+fn named_on_one_side(base: &BTreeMap<String, String>, head: &BTreeMap<String, String>) -> Vec<String> {
+    let mut notes = Vec::new();
+    for (id, title) in head.iter().filter(|(id, _)| !base.contains_key(*id)) {
+        notes.push(format!("named in HEAD only: `{id}`: {title}"));
+    }
+    for (id, title) in base.iter().filter(|(id, _)| !head.contains_key(*id)) {
+        notes.push(format!("named in BASE only (gone in HEAD): `{id}`: {title}"));
+    }
+    notes
+}
+
+/// Throughput and latency from the two profiles' wire captures, for sides without measured
+/// runs (attach outputs without a `runs.json`): [`ROW_REQ_PER_S_WIRE`] from each side's steady
+/// window ([`crate::wire::WireSummary::steady_req_per_s`]) and [`ROW_LATENCY_WIRE`], the mean
+/// request-to-response time of the paired responses. One run per side, so their noise is
+/// unknown. Each row is left out unless both sides have its figure.
+fn wire_load_rows(pb: &Profile, ph: &Profile) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let rate = |p: &Profile| p.wire.as_ref().and_then(|w| w.steady_req_per_s()).map(|(x, _, _)| x);
+    if let (Some(b), Some(h)) = (rate(pb), rate(ph)) {
+        rows.push(row(Section::Load, ROW_REQ_PER_S_WIRE, "req/s", b, h, None, true, None));
+    }
+    let latency = |p: &Profile| p.wire.as_ref().and_then(|w| w.http.latency_mean_ns()).map(|ns| ns / 1e6);
+    if let (Some(b), Some(h)) = (latency(pb), latency(ph)) {
+        rows.push(row(Section::Load, ROW_LATENCY_WIRE, "ms", b, h, None, false, None));
+    }
+    rows
+}
+
 /// Smallest change of CPU per request, on both sides of the wire, that [`machine_drift`]
 /// speaks about: 10%.
 pub const DRIFT_MIN_CHANGE: f64 = 0.10;
@@ -849,6 +892,12 @@ fn noise_words(r: &Row) -> String {
 
 /// Name of the req/s row (measured runs).
 pub const ROW_REQ_PER_S: &str = "req/s";
+/// Name of the req/s row of sides without measured runs: HTTP requests per second of each
+/// profile's wire capture, in its steady window.
+pub const ROW_REQ_PER_S_WIRE: &str = "throughput (wire, steady window)";
+/// Name of the latency row of sides without measured runs: the wire capture's mean
+/// request-to-response time, ms.
+pub const ROW_LATENCY_WIRE: &str = "latency mean (wire)";
 /// Name of the row of the app's CPU per request accounted from `/proc` (measured runs).
 pub const ROW_CPU_ACCOUNTED: &str = "app CPU per request (accounted, /proc)";
 /// Name of the row of the database's CPU per request accounted from `/proc` (measured runs of
@@ -859,13 +908,14 @@ pub const ALL_ROUND_TRIPS: &str = "all round trips";
 /// Name of the row of sampled CPU per request (the profiles, per request only).
 pub const ROW_CPU_SAMPLED: &str = "sampled CPU per request (profile)";
 
-/// The rows of a test the `--fail-on-regression` gate checks, in order: req/s, and CPU per
-/// request: the app's accounted from `/proc` when the test has it, else the sampled one.
-/// Latency and profile figures are not gated.
+/// The rows of a test the `--fail-on-regression` gate checks, in order: req/s (of the
+/// measured runs, or else of the wire captures), and CPU per request: the app's accounted from
+/// `/proc` when the test has it, else the sampled one. Latency and profile figures are not
+/// gated.
 pub fn gated_rows(rows: &[Row]) -> impl Iterator<Item = &Row> {
     let accounted = rows.iter().any(|r| r.section == Section::Cpu && r.name == ROW_CPU_ACCOUNTED);
     rows.iter().filter(move |r| match r.section {
-        Section::Load => r.name == ROW_REQ_PER_S,
+        Section::Load => r.name == ROW_REQ_PER_S || r.name == ROW_REQ_PER_S_WIRE,
         Section::Cpu => r.name == if accounted { ROW_CPU_ACCOUNTED } else { ROW_CPU_SAMPLED },
         _ => false,
     })
@@ -886,6 +936,10 @@ fn gate_finding(r: &Row, pct: f64) -> String {
             format!("req/s {:.0} → {:.0} ({change:+.1}%, beyond the noise of {:.0} req/s and the {pct}% threshold)", r.base, r.head, r.noise.unwrap_or(0.0))
         }
         ROW_REQ_PER_S => format!("req/s {:.0} → {:.0} ({change:+.1}%, beyond the {pct}% threshold; a side has a single run, noise unknown)", r.base, r.head),
+        ROW_REQ_PER_S_WIRE => format!(
+            "req/s seen on the wire {:.0} → {:.0} ({change:+.1}%, beyond the {pct}% threshold; one run per side, noise unknown: a runs.json of measured runs gives it one)",
+            r.base, r.head
+        ),
         ROW_CPU_ACCOUNTED => format!("app CPU per request {:.1} → {:.1} µs ({change:+.1}%, {})", r.base, r.head, noise_words(r)),
         _ => format!("sampled CPU per request {:.1} → {:.1} µs ({change:+.1}%, {})", r.base, r.head, noise_words(r)),
     }

@@ -327,7 +327,24 @@ pub struct PerRequest {
     pub statements: Vec<StatementPerRequest>,
 }
 
+impl HttpSummary {
+    /// Mean request-to-response time over every paired response, ns; `None` without any.
+    pub fn latency_mean_ns(&self) -> Option<f64> {
+        let paired: u64 = self.endpoints.iter().flat_map(|e| e.statuses.values()).sum();
+        let total: u64 = self.endpoints.iter().map(|e| e.latency_total_ns).sum();
+        (paired > 0).then(|| total as f64 / paired as f64)
+    }
+}
+
 impl WireSummary {
+    /// The HTTP requests per second of the steady window ([`WireSummary::steady`]), with its
+    /// requests and its length (s); `None` without a window or without requests in it.
+    pub fn steady_req_per_s(&self) -> Option<(f64, u64, f64)> {
+        let st = self.steady.as_ref()?;
+        let secs = st.end_ns.saturating_sub(st.start_ns) as f64 / 1e9;
+        (secs > 0.0 && st.http_requests > 0).then(|| (st.http_requests as f64 / secs, st.http_requests, secs))
+    }
+
     /// The database figures per HTTP request, for `requests` requests (usually
     /// [`HttpSummary::requests`], or the requests of the one endpoint a test hits).
     /// `None` when `requests` is 0.
