@@ -309,7 +309,29 @@ fn metrics_double_parse_and_events_by_hand() {
     let c = cost(&r, "change-events").unwrap();
     assert_eq!((c.samples, c.confidence), (3, Confidence::Low));
     assert!(c.frames.iter().any(|x| x.frame == "myapp::events::publish"), "{:?}", c.frames);
-    assert!(c.evidence[1].starts_with("5 of the app's 100"), "all serialization: {}", c.evidence[1]);
+    assert!(c.evidence[1].starts_with("2 of the app's 100"), "the responses' serialization: {}", c.evidence[1]);
+    assert!(c.evidence[2].starts_with("5 of the app's 100"), "all serialization: {}", c.evidence[2]);
+}
+
+/// A framework whose JSON responses are serialized under no frame the catalog's `json-response`
+/// set knows (a handler serializing into a `String`, as the actix-web trial's did): the
+/// serialization outside a response frame may be the response itself, so `change-events` stays
+/// silent. The same serialization beside a sampled `warp::reply::json` response fires.
+#[test]
+fn serialization_without_a_known_response_path_is_not_a_change_event() {
+    let text = "requests 100\nfrequency_hz 1000\n\
+        on 90 start_thread;myapp::work\n\
+        on 5 start_thread;actix_web::handler::handler_service::{{closure}};myapp::handlers::list;serde_json::ser::to_string<myapp::Row>;serde_json::ser::format_escaped_str_contents\n\
+        on 5 start_thread;<actix_web::types::either::Either<L,R> as actix_web::responder::Responder>::respond_to;myapp::handlers::list\n";
+    let (p, req) = parse("actix", text);
+    let r = ranked(&p, req, None);
+    assert!(cost(&r, "change-events").is_none(), "{:?}", cost(&r, "change-events"));
+    let text = format!("{text}on 2 start_thread;warp::reply::json<myapp::Row>;serde_json::ser::to_vec<myapp::Row>\n");
+    let (p, req) = parse("warp", &text);
+    let r = ranked(&p, req, None);
+    let c = cost(&r, "change-events").expect("fires beside a known response path");
+    assert_eq!(c.samples, 5);
+    assert!(c.frames.iter().any(|x| x.frame == "myapp::handlers::list"), "{:?}", c.frames);
 }
 
 fn stmt(text: &str, executions: u64, round_trips: u64, latency_total_ns: u64) -> StatementStats {

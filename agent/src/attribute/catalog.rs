@@ -112,6 +112,9 @@ pub const LOCK: &str = "lock";
 /// The frame set of a thread waiting for a lock (the lock calls, glibc's lock waits, the
 /// kernel's mark of a contended lock's futex wait): not a runtime's idle park.
 pub const LOCK_WAIT: &str = "lock-wait";
+/// The frame set of the places a web framework serializes a JSON response body (axum's
+/// `into_response`, actix-web's `Json` responder, `warp::reply::json`, ...).
+pub const JSON_RESPONSE: &str = "json-response";
 /// The frame set of tokio's task spawns.
 pub const SPAWN: &str = "spawn";
 /// The frame set of the allocator growing its heap (fresh pages), whose samples come in bursts.

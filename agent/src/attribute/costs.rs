@@ -1264,15 +1264,21 @@ pub fn double_json_parse(ctx: &Ctx<'_>) -> Option<Finding> {
     Some(f)
 }
 
-/// `change-events`: JSON serialization that does not feed an HTTP response (no response
-/// encoder frame, `IntoResponse::into_response`, on the stack). What happens to the output is
-/// not visible from frames, so this fires at low confidence.
+/// `change-events`: JSON serialization that does not feed an HTTP response: no frame of the
+/// catalog's [`super::catalog::JSON_RESPONSE`] set (axum's `into_response`, actix-web's
+/// `Json` responder, `warp::reply::json`, ...) on its stack, in a profile where serialization
+/// under such a frame was sampled too. Without the latter, the framework's responses are not
+/// serialized under frames the catalog knows (a handler that serializes into a `String` and
+/// returns it, a framework the set does not list), and serialization outside them may well be
+/// the response: silent. What happens to the output is not visible from frames, so this fires
+/// at low confidence.
 pub fn serialized_for_nobody(ctx: &Ctx<'_>) -> Option<Finding> {
+    let response = ctx.rules.frame_set(super::catalog::JSON_RESPONSE)?;
     let ser = regex!(r"^serde_json::(ser::|to_vec|to_string|to_writer)");
     let serde = regex!(r"^(serde_json|serde|serde_core|core|alloc|std|bytes)::");
-    let response = regex!(r"(::|^)into_response$|(::|^)(IntoResponse|into_response_parts)(::|$)");
+    let answers = |fr: &[u32]| fr.iter().any(|&f| response.matches(ctx.path(f)));
     let (samples, frames) = ctx.collect(|_, fr| {
-        if fr.iter().any(|&f| response.is_match(&super::rules::strip_generics(ctx.path(f)))) {
+        if answers(fr) {
             return Vec::new();
         }
         let mut v = ctx.matching(fr, ser);
@@ -1284,6 +1290,10 @@ pub fn serialized_for_nobody(ctx: &Ctx<'_>) -> Option<Finding> {
         }
         v
     });
+    let (responses, _) = ctx.collect(|_, fr| if answers(fr) { ctx.matching(fr, ser) } else { Vec::new() });
+    if responses == 0 {
+        return None;
+    }
     let (all, _) = ctx.collect(|_, fr| ctx.matching(fr, ser));
     // Relative to the profile: 2 samples of 8,080 (a JWT's serialization) are no pattern.
     if samples < MIN_SAMPLES || ctx.attr.app_share(samples) < MIN_RELATIVE_SHARE {
@@ -1296,7 +1306,8 @@ pub fn serialized_for_nobody(ctx: &Ctx<'_>) -> Option<Finding> {
         samples,
         frames,
     );
-    f.evidence.push(ctx.samples_line("in serde_json serialization with no response encoder (into_response) on the stack", samples));
+    f.evidence.push(ctx.samples_line("in serde_json serialization with no JSON response frame (@json-response) on the stack", samples));
+    f.evidence.push(ctx.samples_line("in serde_json serialization of JSON responses (under a @json-response frame)", responses));
     f.evidence.push(ctx.samples_line("in serde_json serialization in all", all));
     f.evidence.push("frames cannot show whether anything reads the output (an event bus with no listener, a log, a cache): check the caller listed below".into());
     Some(f)
