@@ -326,6 +326,11 @@ fn serialization_without_a_known_response_path_is_not_a_change_event() {
     let (p, req) = parse("actix", text);
     let r = ranked(&p, req, None);
     assert!(cost(&r, "change-events").is_none(), "{:?}", cost(&r, "change-events"));
+    // A few responses serialized under a known frame (a stats route) beside many more outside
+    // them: the others are more likely the responses, built where the catalog cannot see.
+    let few = format!("{text}on 1 start_thread;warp::reply::json<myapp::Row>;serde_json::ser::to_vec<myapp::Row>\n");
+    let (p, req) = parse("warp", &few);
+    assert!(cost(&ranked(&p, req, None), "change-events").is_none());
     let text = format!("{text}on 2 start_thread;warp::reply::json<myapp::Row>;serde_json::ser::to_vec<myapp::Row>\n");
     let (p, req) = parse("warp", &text);
     let r = ranked(&p, req, None);

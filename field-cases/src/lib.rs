@@ -19,6 +19,7 @@
 //! | `/case/connect-per-request` | `/control/pooled-connection` | a new database connection (TCP, start-up, SCRAM authentication) for every request |
 //! | `/case/transaction-across-wait` | `/control/wait-before-transaction` | a transaction held open across an `.await` ([`TRANSACTION_WAIT`]): idle in transaction |
 //! | `/case/connection-across-wait`, `/case/connection-before-wait` | `/control/wait-before-connection` | a pooled connection kept checked out across an `.await` ([`TRANSACTION_WAIT`]) between its two reads, or between the checkout and its first read |
+//! | `/case/pretty-json` | `/control/compact-json` | a JSON response pretty-printed (`serde_json::to_vec_pretty`) instead of compact |
 //!
 //! The database routes need `--database-url` (PostgreSQL); without it they answer 503.
 //!
@@ -44,7 +45,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 /// Every route with a request counter, in the order `/stats` lists them.
-pub const ROUTES: [&str; 29] = [
+pub const ROUTES: [&str; 31] = [
     "/case/regex-per-request",
     "/control/regex-static",
     "/case/blocking-sleep",
@@ -74,6 +75,8 @@ pub const ROUTES: [&str; 29] = [
     "/case/connection-across-wait",
     "/control/wait-before-connection",
     "/case/connection-before-wait",
+    "/case/pretty-json",
+    "/control/compact-json",
 ];
 
 /// Items an order of the database routes has: `/case/n-plus-one` runs one `SELECT` for the
@@ -227,6 +230,8 @@ pub fn try_app(db: Option<sqlx::PgPool>) -> anyhow::Result<Router> {
         .route("/control/pooled-connection", get(pooled_connection))
         .route("/case/transaction-across-wait", get(transaction_across_wait))
         .route("/control/wait-before-transaction", get(wait_before_transaction))
+        .route("/case/pretty-json", get(pretty_json))
+        .route("/control/compact-json", get(compact_json))
         .route("/stats", get(stats))
         .route("/case/connection-across-wait", get(connection_across_wait))
         .route("/control/wait-before-connection", get(wait_before_connection))
@@ -609,7 +614,12 @@ pub struct Item {
 
 /// The JSON file of the JSON routes (about 16 KB), pretty-printed like a config file.
 pub fn catalog_json() -> Vec<u8> {
-    let items = (0..CATALOG_ITEMS as u64)
+    serde_json::to_vec_pretty(&catalog(CATALOG_ITEMS)).expect("serializable")
+}
+
+/// A catalog of `n` items.
+pub fn catalog(n: usize) -> Catalog {
+    let items = (0..n as u64)
         .map(|i| Item {
             id: 1000 + i,
             sku: format!("SKU-{:06}", i * 7919 % 1_000_000),
@@ -619,7 +629,7 @@ pub fn catalog_json() -> Vec<u8> {
             tags: vec![format!("category-{}", i % 9), format!("supplier-{}", i % 4), "in-stock".into()],
         })
         .collect();
-    serde_json::to_vec_pretty(&Catalog { version: 3, items }).expect("serializable")
+    Catalog { version: 3, items }
 }
 
 fn catalog_path(st: &AppState) -> PathBuf {
@@ -662,6 +672,29 @@ async fn json_from_slice(State(st): State<Shared>) -> Response {
     }
 }
 
+// ---- /case/pretty-json, /control/compact-json -------------------------------------------------
+
+/// Items of the catalog `/case/pretty-json` and `/control/compact-json` answer with: 1,024
+/// (about 150 KB compact, 250 KB pretty), so that serializing it is most of a request.
+pub const JSON_PAGE_ITEMS: usize = 1024;
+
+/// The catalog both JSON routes answer with ([`JSON_PAGE_ITEMS`] items), built once.
+static CATALOG: LazyLock<Catalog> = LazyLock::new(|| catalog(JSON_PAGE_ITEMS));
+
+/// The catalog pretty-printed into the body: indentation and line breaks on every field.
+async fn pretty_json(State(st): State<Shared>) -> Response {
+    st.stats.hit(29);
+    match serde_json::to_vec_pretty(&*CATALOG) {
+        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(e) => parse_error(e),
+    }
+}
+
+/// The same catalog, compact, through axum's `Json` response.
+async fn compact_json(State(st): State<Shared>) -> Response {
+    st.stats.hit(30);
+    Json(&*CATALOG).into_response()
+}
 
 // ---- /case/n-plus-one, /control/join -------------------------------------------------------
 

@@ -409,6 +409,11 @@ fn a_users_fingerprint_from_a_rules_file() {
 }
 
 #[test]
+fn pretty_printed_json_responses() {
+    check("/case/pretty-json");
+}
+
+#[test]
 fn file_read_on_a_worker() {
     check("/case/file-read-per-request");
 }

@@ -1264,13 +1264,22 @@ pub fn double_json_parse(ctx: &Ctx<'_>) -> Option<Finding> {
     Some(f)
 }
 
+/// `change-events` stays silent when the serialization outside the known response frames
+/// has more than this many times the samples of the serialization under them: 4. Then the
+/// other serialization is more likely the responses themselves, built where the catalog
+/// cannot see (a handler serializing into a `String` or `Vec`), with a few known-frame
+/// responses beside them (a stats route). target-app's change events serialize a row like
+/// the response does: 2 samples against 4 under `into_response` in a recorded
+/// `deals-create` profile.
+pub const RESPONSE_SERIALIZATION_RATIO: u64 = 4;
+
 /// `change-events`: JSON serialization that does not feed an HTTP response: no frame of the
 /// catalog's [`super::catalog::JSON_RESPONSE`] set (axum's `into_response`, actix-web's
 /// `Json` responder, `warp::reply::json`, ...) on its stack, in a profile where serialization
-/// under such a frame was sampled too. Without the latter, the framework's responses are not
-/// serialized under frames the catalog knows (a handler that serializes into a `String` and
-/// returns it, a framework the set does not list), and serialization outside them may well be
-/// the response: silent. What happens to the output is not visible from frames, so this fires
+/// under such a frame was sampled too, at least a [`RESPONSE_SERIALIZATION_RATIO`]th as much.
+/// Without it, the framework's responses are not serialized under frames the catalog knows
+/// (a handler that serializes into a `String` and returns it, a framework the set does not
+/// list), and serialization outside them may well be the response: silent. What happens to the output is not visible from frames, so this fires
 /// at low confidence.
 pub fn serialized_for_nobody(ctx: &Ctx<'_>) -> Option<Finding> {
     let response = ctx.rules.frame_set(super::catalog::JSON_RESPONSE)?;
@@ -1291,7 +1300,7 @@ pub fn serialized_for_nobody(ctx: &Ctx<'_>) -> Option<Finding> {
         v
     });
     let (responses, _) = ctx.collect(|_, fr| if answers(fr) { ctx.matching(fr, ser) } else { Vec::new() });
-    if responses == 0 {
+    if responses == 0 || responses * RESPONSE_SERIALIZATION_RATIO < samples {
         return None;
     }
     let (all, _) = ctx.collect(|_, fr| ctx.matching(fr, ser));
