@@ -748,3 +748,21 @@ fn a_blocking_read_without_a_caller_frame_is_a_blocking_call() {
     let r = rank(&p, Some(100), Bound::Unknown, &opts);
     assert!(r.costs.iter().all(|c| c.finding.id != "blocking-call-on-worker"), "fired on the runtime's park");
 }
+
+/// A log line written to a file (stderr redirected: `eprintln!` reaches `vfs_write` of ext4)
+/// is `sync-logging`'s, not also `file-io-on-worker`'s: a fresh user's trial saw the same writes
+/// named twice, with two gains. A file read beside it still is file I/O.
+#[test]
+fn log_lines_written_to_a_file_are_logging_not_file_io() {
+    let worker = "start_thread;tokio::runtime::scheduler::multi_thread::worker::run;myapp::handlers::ping";
+    let log = "std::io::stdio::_eprint;std::io::stdio::StderrRaw::write_fmt;__GI___libc_write_[libc];vfs_write_[k];ext4_buffered_write_iter_[k]";
+    let text = format!("requests 1000\nfrequency_hz 1000\nsyscall write 19000\non 70 {worker};myapp::work\non 30 {worker};{log}\n");
+    let (p, req) = parse("log", &text);
+    let r = ranked(&p, req, None);
+    assert!(cost(&r, "sync-logging").is_some(), "{:?}", r.costs.iter().map(|c| &c.finding.id).collect::<Vec<_>>());
+    assert!(cost(&r, "file-io-on-worker").is_none(), "{:?}", cost(&r, "file-io-on-worker"));
+    let read = format!("{text}on 30 {worker};std::fs::read_to_string;__GI___libc_read_[libc];vfs_read_[k];filemap_read_[k]\n");
+    let (p, req) = parse("log", &read);
+    let f = cost(&ranked(&p, req, None), "file-io-on-worker").cloned().expect("the file read is file I/O");
+    assert_eq!(f.samples, 30);
+}

@@ -296,7 +296,9 @@ pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Side, ImportError> {
     let (kind, profile) = match first {
         None => return Err(ImportError::Empty { path: path.to_path_buf() }),
         Some(b'{') | Some(b'[') => {
-            if text_start && first_line_is_folded(&lossy) && serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_err() {
+            // A `.json` file is JSON, whatever its first line looks like: a truncated
+            // `{"meta": 3` would otherwise read as a folded stack of 3 samples.
+            if !named_json(path) && text_start && first_line_is_folded(&lossy) && serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_err() {
                 text_profile(&bytes, path)?
             } else {
                 (InputKind::ProfileJson, json_profile(&bytes, path)?)
@@ -306,6 +308,12 @@ pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Side, ImportError> {
         _ => (InputKind::Pprof, pprof_profile(&bytes, path)?),
     };
     single(path, kind, profile, None, None)
+}
+
+/// True when the file's name ends in `.json` or `.json.gz`.
+fn named_json(path: &Path) -> bool {
+    let name = path.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+    name.ends_with(".json") || name.ends_with(".json.gz")
 }
 
 /// True when the first 4,096 characters hold no control character but line breaks and tabs
