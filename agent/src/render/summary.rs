@@ -287,6 +287,9 @@ pub fn agent_cost_line(profile: &Profile) -> Option<String> {
     Some(line)
 }
 
+/// The summary's line under an on-CPU sample count of 0: what it can mean, and what to do.
+pub const NO_SAMPLES: &str = "no on-CPU sample of the target: it did not run during the attach (idle, stopped), or its work runs in other processes (the children of a wrapper script are not followed: pass --pid of the process that serves, or --container / --cgroup)";
+
 /// The summary: run description, the partial reason when the run ended early, sample and
 /// loss counters, truncated share, the target's CPU use, the top 10 functions by self time
 /// (share of on-CPU samples) and the top 10 syscalls by calls. Durations print in s, ms or µs
@@ -320,6 +323,9 @@ pub fn summary(profile: &Profile) -> String {
         s,
         "on-CPU samples: {samples} ({sampled_cpu_s:.2} s of CPU), {threads} threads"
     );
+    if samples == 0 && meta.frequency_hz > 0 {
+        let _ = writeln!(s, "  {NO_SAMPLES}");
+    }
     match meta.target_cpu_ns {
         Some(ns) if meta.duration_ns > 0 => {
             let _ = writeln!(
@@ -498,6 +504,18 @@ mod tests {
         wire.http.requests = requests;
         p.wire = Some(wire);
         p
+    }
+
+    /// A target that never ran (a wrapper's pid, an idle service) says so under its count.
+    #[test]
+    fn a_run_without_samples_says_what_it_can_mean() {
+        let mut p = profile(0, None);
+        p.meta.frequency_hz = 99;
+        p.on_cpu.clear();
+        let text = summary(&p);
+        assert!(text.contains(&format!("on-CPU samples: 0 (0.00 s of CPU), 0 threads\n  {NO_SAMPLES}\n")), "{text}");
+        p.on_cpu.push(crate::profile::StackCount { count: 1, ..Default::default() });
+        assert!(!summary(&p).contains(NO_SAMPLES));
     }
 
     #[test]
