@@ -345,6 +345,8 @@ fn stmt(text: &str, executions: u64, round_trips: u64, latency_total_ns: u64) ->
         executions,
         round_trips,
         prepares: 0,
+        prepare_round_trips: 0,
+        close_round_trips: 0,
         latency_total_ns,
         latency_mean_ns: if round_trips > 0 { latency_total_ns / round_trips } else { 0 },
     }
@@ -765,4 +767,24 @@ fn log_lines_written_to_a_file_are_logging_not_file_io() {
     let (p, req) = parse("log", &read);
     let f = cost(&ranked(&p, req, None), "file-io-on-worker").cloned().expect("the file read is file I/O");
     assert_eq!(f.samples, 30);
+}
+
+/// An N+1 loop through a driver that prepares and closes the statement around each execution
+/// (a fresh user's tokio-postgres service: 75 round trips per request for 25 queries, the
+/// finding counted 23): every round trip of the loop goes with the remedy, not only the
+/// executing ones. 24 executions per request in 72 round trips, 100 µs each: 23/24 of them go.
+#[test]
+fn an_n_plus_one_counts_the_round_trips_that_prepare_and_close_its_statement() {
+    let (p, req) = load("without.txt");
+    let mut s = stmt("SELECT name FROM items WHERE id = ?", 24_000, 24_000, 2_400_000_000);
+    s.prepare_round_trips = 24_000;
+    s.close_round_trips = 24_000;
+    let mut w = wire(vec![s], 0);
+    w.http.requests = req;
+    let f = cost(&ranked(&p, req, Some(&w)), "n-plus-one-queries").expect("fires").clone();
+    assert!(close(f.counts_per_request["statement_executions"], 24.0), "{:?}", f.counts_per_request);
+    assert!(close(f.counts_per_request["statement_round_trips"], 72.0), "{:?}", f.counts_per_request);
+    assert!(close(f.round_trips_per_request.unwrap(), 69.0), "{:?}", f.round_trips_per_request);
+    assert!(close(f.db_latency_us_per_request.unwrap(), 6_900.0), "{:?}", f.db_latency_us_per_request);
+    assert!(f.evidence.iter().any(|e| e.contains("24000 that only prepared it and 24000 that only closed it")), "{:?}", f.evidence);
 }

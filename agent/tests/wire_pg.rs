@@ -606,3 +606,53 @@ fn invalid_header_split_across_chunks() {
     assert_eq!(b.undecodable_bytes, 5 + 3);
     assert_eq!(round_trips(&ev).iter().map(|r| r.end_ns).collect::<Vec<_>>(), vec![Some(2), Some(4), Some(6)]);
 }
+
+/// A driver that prepares a named statement for one execution and closes it after
+/// (tokio-postgres' `query` with SQL text: Parse/Describe/Sync, Bind/Execute/Sync,
+/// Close/Sync), twice: every execution takes three round trips, and the statement's figures
+/// say so (message formats from the protocol chapter, 55.7).
+#[test]
+fn a_statement_prepared_and_closed_around_each_execution() {
+    let mut chunks = Vec::new();
+    let mut t = 0;
+    let mut send = |dir: Direction, data: Vec<u8>| {
+        t += 100;
+        chunks.push(chunk(t, dir, &data));
+    };
+    for name in [&b"s1"[..], b"s2"] {
+        let n = |tail: &[u8]| [name, b"\0", tail].concat();
+        let mut prepare = pg_msg(b'P', &n(b"SELECT name FROM items WHERE id = $1\0\0\0"));
+        prepare.extend(pg_msg(b'D', &[b"S", &n(b"")[..]].concat()));
+        prepare.extend(pg_msg(b'S', b""));
+        send(Direction::Tx, prepare);
+        let mut described = pg_msg(b'1', b"");
+        described.extend(pg_msg(b't', b"\0\x01\0\0\0\x17"));
+        described.extend(pg_msg(b'n', b""));
+        described.extend(pg_msg(b'Z', b"I"));
+        send(Direction::Rx, described);
+        let mut execute = pg_msg(b'B', &[b"\0", &n(b"\0\0\0\x01\0\0\0\x0242\0\0")[..]].concat());
+        execute.extend(pg_msg(b'E', b"\0\0\0\0\0"));
+        execute.extend(pg_msg(b'S', b""));
+        send(Direction::Tx, execute);
+        let mut rows = pg_msg(b'2', b"");
+        rows.extend(pg_msg(b'C', b"SELECT 0\0"));
+        rows.extend(pg_msg(b'Z', b"I"));
+        send(Direction::Rx, rows);
+        let mut close = pg_msg(b'C', &[b"S", &n(b"")[..]].concat());
+        close.extend(pg_msg(b'S', b""));
+        send(Direction::Tx, close);
+        let mut closed = pg_msg(b'3', b"");
+        closed.extend(pg_msg(b'Z', b"I"));
+        send(Direction::Rx, closed);
+    }
+    let (s, ev) = decode(&chunks);
+    let rts = round_trips(&ev);
+    assert_eq!(kinds(&rts), "PEOPEO");
+    let shape = sql("SELECT name FROM items WHERE id = ?");
+    assert_eq!(rts[2].closed, vec![shape.clone()]);
+    let st = s.pg.statements.iter().find(|x| x.shape == shape).unwrap();
+    assert_eq!((st.executions, st.round_trips, st.prepares, st.prepare_round_trips, st.close_round_trips), (2, 2, 2, 2, 2));
+    assert_eq!(st.all_round_trips(), 6);
+    assert_eq!(s.pg.round_trips, 6);
+    assert_eq!(s.pg.decode.frontend.undecodable_bytes + s.pg.decode.backend.undecodable_bytes, 0);
+}

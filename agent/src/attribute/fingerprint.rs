@@ -303,6 +303,15 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
             if st.steady { ", steady window" } else { "" },
             st.mean_latency_us
         ));
+        if let Some(x) = ctx.wire.and_then(|w| w.pg.statements.iter().find(|s| s.shape == st.statement)).filter(|x| x.prepare_round_trips + x.close_round_trips > 0) {
+            f.evidence.push(format!(
+                "its round trips include {} that only prepared it and {} that only closed it (a driver that prepares the statement for each execution, e.g. tokio-postgres' query with SQL text): {} round trips for {} executions in the capture",
+                x.prepare_round_trips,
+                x.close_round_trips,
+                x.all_round_trips(),
+                x.executions
+            ));
+        }
         if !st.unnamed_siblings.is_empty() {
             let list: Vec<String> = st.unnamed_siblings.iter().map(|(n, per)| format!("`{n}` {per:.2}")).collect();
             let together = st.executions + st.unnamed_siblings.iter().map(|x| x.1).sum::<f64>();
@@ -493,7 +502,7 @@ fn statements(ctx: &Ctx<'_>, p: &StatementPredicate) -> Option<StatementHit> {
             // Round trips and latency per execution from the whole load's figures for the shape.
             let (rt_per_exec, mean_us) = stats_of(shape)
                 .filter(|s| s.executions > 0)
-                .map_or((1.0, 0.0), |s| (s.round_trips as f64 / s.executions as f64, s.latency_mean_ns as f64 / 1e3));
+                .map_or((1.0, 0.0), |s| (s.all_round_trips() as f64 / s.executions as f64, s.latency_mean_ns as f64 / 1e3));
             let round_trips = per * rt_per_exec;
             return Some(StatementHit {
                 shape: shape.to_string(),
@@ -525,13 +534,14 @@ fn statements(ctx: &Ctx<'_>, p: &StatementPredicate) -> Option<StatementHit> {
         statement: best.shape.clone(),
         endpoint: None,
         executions,
-        round_trips: best.round_trips as f64 / n,
+        round_trips: best.all_round_trips() as f64 / n,
         total_executions: best.executions,
         requests,
         unnamed_siblings: unnamed_siblings(&best.shape, w.pg.statements.iter().map(|s| (&s.shape, s.executions)), requests),
         steady: ctx.profile.wire.as_ref().and_then(|x| x.steady.as_ref()).is_some(),
         mean_latency_us: best.latency_mean_ns as f64 / 1e3,
-        latency_us_per_request: best.latency_total_ns as f64 / 1e3 / n,
+        // The prepare-only and close-only round trips at the executing ones' mean.
+        latency_us_per_request: best.latency_mean_ns as f64 / 1e3 * best.all_round_trips() as f64 / n,
     })
 }
 

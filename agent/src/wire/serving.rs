@@ -836,6 +836,7 @@ mod tests {
             kind: if statements.is_empty() { RoundTripKind::Ping } else { RoundTripKind::Execute },
             statements: statements.iter().map(|t| StatementShape::Sql { text: t.to_string(), truncated: false }).collect(),
             prepared: Vec::new(),
+            closed: Vec::new(),
             flushes: 0,
             command_tags: Vec::new(),
             errors: Vec::new(),

@@ -56,6 +56,15 @@ pub struct StatementStats {
     pub round_trips: u64,
     /// Times prepared (Parse messages).
     pub prepares: u64,
+    /// Round trips that only prepared statements, this one among them (a driver that prepares
+    /// a statement in a round trip of its own before executing it); 0 in a steady window,
+    /// which leaves out buckets with preparations.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub prepare_round_trips: u64,
+    /// Round trips that only closed statements, this one among them (a driver that closes a
+    /// statement it prepared for one execution, in a round trip of its own).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub close_round_trips: u64,
     /// Sum of the latencies of the answered round trips that executed it, ns. A round trip
     /// executing several shapes counts in full for each of them.
     pub latency_total_ns: u64,
@@ -198,6 +207,8 @@ impl PgSummary {
                     m.executions += st.executions;
                     m.round_trips += st.round_trips;
                     m.prepares += st.prepares;
+                    m.prepare_round_trips += st.prepare_round_trips;
+                    m.close_round_trips += st.close_round_trips;
                     m.latency_total_ns += st.latency_total_ns;
                     m.latency_mean_ns = m.latency_total_ns.checked_div(n).unwrap_or(0);
                 }
@@ -416,7 +427,21 @@ struct ShapeAcc {
     round_trips: u64,
     answered: u64,
     prepares: u64,
+    prepare_round_trips: u64,
+    close_round_trips: u64,
     latency: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl StatementStats {
+    /// Every round trip the statement took: those that executed it, and those that only
+    /// prepared or only closed it.
+    pub fn all_round_trips(&self) -> u64 {
+        self.round_trips + self.prepare_round_trips + self.close_round_trips
+    }
 }
 
 /// One [`BUCKET_NS`] bucket of the timeline.
@@ -656,6 +681,8 @@ impl Timeline {
                 executions: a.executions,
                 round_trips: a.round_trips,
                 prepares: 0,
+                prepare_round_trips: 0,
+                close_round_trips: 0,
                 latency_total_ns: a.latency,
                 latency_mean_ns: a.latency.checked_div(a.answered).unwrap_or(0),
             })
@@ -828,6 +855,29 @@ impl SummaryBuilder {
                         acc.prepares += 1;
                     }
                 }
+                // A round trip that only prepared, or only closed, counts once for each
+                // statement it did so for.
+                let only = match rt.kind {
+                    RoundTripKind::Prepare => Some((&rt.prepared, false)),
+                    RoundTripKind::Other if !rt.closed.is_empty() => Some((&rt.closed, true)),
+                    _ => None,
+                };
+                if let Some((shapes, close)) = only {
+                    let mut seen: Vec<&StatementShape> = Vec::new();
+                    for s in shapes {
+                        if seen.contains(&s) {
+                            continue;
+                        }
+                        seen.push(s);
+                        if let Some(acc) = self.shape(s) {
+                            if close {
+                                acc.close_round_trips += 1;
+                            } else {
+                                acc.prepare_round_trips += 1;
+                            }
+                        }
+                    }
+                }
             }
             PgEvent::Transaction(t) => {
                 let ts = &mut self.pg.transactions;
@@ -878,6 +928,8 @@ impl SummaryBuilder {
                 executions: a.executions,
                 round_trips: a.round_trips,
                 prepares: a.prepares,
+                prepare_round_trips: a.prepare_round_trips,
+                close_round_trips: a.close_round_trips,
                 latency_total_ns: a.latency,
                 latency_mean_ns: a.latency.checked_div(a.answered).unwrap_or(0),
             })

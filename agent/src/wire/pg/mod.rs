@@ -166,6 +166,11 @@ pub struct RoundTrip {
     pub statements: Vec<StatementShape>,
     /// Statements prepared (Parse), in order.
     pub prepared: Vec<StatementShape>,
+    /// Named statements closed (Close of a statement this connection prepared in the
+    /// capture), in order: a driver that prepares a statement for one execution closes it
+    /// after.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub closed: Vec<StatementShape>,
     /// Flush messages inside it.
     pub flushes: u32,
     /// Command tags of its CommandComplete messages as captured, e.g. `SELECT 1`, `COMMIT`.
@@ -282,6 +287,7 @@ struct Builder {
     tid: u32,
     statements: Vec<StatementShape>,
     prepared: Vec<StatementShape>,
+    closed: Vec<StatementShape>,
     /// Extended-protocol messages other than Sync/Flush (Parse, Bind, Describe, Execute, Close, ...).
     extended: u32,
     flushes: u32,
@@ -499,7 +505,9 @@ impl PgDecoder {
                 Self::builder(conn, chunk, f).extended += 1;
                 if let Some(n) = name {
                     if kind == b'S' {
-                        conn.statements.remove(n.as_ref());
+                        if let Some(shape) = conn.statements.remove(n.as_ref()) {
+                            Self::builder(conn, chunk, f).closed.push(shape);
+                        }
                     } else {
                         conn.portals.remove(n.as_ref());
                     }
@@ -581,6 +589,7 @@ impl PgDecoder {
             kind: b.kind(),
             statements: b.statements,
             prepared: b.prepared,
+            closed: b.closed,
             flushes: b.flushes,
             command_tags: b.command_tags,
             errors: b.errors,
@@ -630,6 +639,7 @@ impl PgDecoder {
             kind: b.kind(),
             statements: b.statements,
             prepared: b.prepared,
+            closed: b.closed,
             flushes: b.flushes,
             command_tags: b.command_tags,
             errors: b.errors,
