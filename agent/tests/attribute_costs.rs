@@ -110,7 +110,7 @@ fn frame_based_costs_fire_with_the_pattern() {
     assert_eq!(ids, vec!["change-events", "double-json-parse", "global-locks", "metrics-labels", "pool-ping", "spawn-per-request"]);
     // The wire-only ones say why they were not evaluated.
     let skipped: Vec<&str> = r.not_evaluated.iter().map(|n| n.id.as_str()).collect();
-    assert_eq!(skipped, vec!["session-setting-round-trip", "wide-user-lookup"]);
+    assert_eq!(skipped, vec!["session-setting-round-trip", "wide-user-lookup", "prepare-per-execution"]);
 }
 
 #[test]
@@ -787,4 +787,41 @@ fn an_n_plus_one_counts_the_round_trips_that_prepare_and_close_its_statement() {
     assert!(close(f.round_trips_per_request.unwrap(), 69.0), "{:?}", f.round_trips_per_request);
     assert!(close(f.db_latency_us_per_request.unwrap(), 6_900.0), "{:?}", f.db_latency_us_per_request);
     assert!(f.evidence.iter().any(|e| e.contains("24000 that only prepared it and 24000 that only closed it")), "{:?}", f.evidence);
+}
+
+/// A driver that prepares and closes a statement around each execution (tokio-postgres'
+/// `query` with SQL text, as in the fresh user's trial: 25 executions, 25 prepare and 25 close
+/// round trips per request): `prepare-per-execution` names the 50 extra round trips per
+/// request. A statement cache (one preparation per connection, in the execute round trip or a
+/// few prepare ones at the start) stays silent.
+#[test]
+fn statements_prepared_for_each_execution_from_the_wire() {
+    let (mut p, req) = load("without.txt");
+    let mut s = stmt("SELECT name FROM items WHERE id = ?", 25_000, 25_000, 2_500_000_000);
+    s.prepares = 25_000;
+    s.prepare_round_trips = 25_000;
+    s.close_round_trips = 25_000;
+    let mut w = wire(vec![s.clone()], 0);
+    w.http.requests = req;
+    w.pg.round_trips = 75_000;
+    w.pg.round_trip_latency_mean_ns = 100_000;
+    p.wire = Some(w.clone());
+    let f = cost(&ranked(&p, req, Some(&w)), "prepare-per-execution").expect("fires").clone();
+    assert!(close(f.round_trips_per_request.unwrap(), 50.0), "{:?}", f.round_trips_per_request);
+    assert!(close(f.db_latency_us_per_request.unwrap(), 5_000.0), "{:?}", f.db_latency_us_per_request);
+    // A connection opened per request prepares its statement anew each time:
+    // `connection-per-request`'s, which no statement cache helps.
+    let mut w = wire(vec![s.clone()], 0);
+    w.http.requests = req;
+    w.pg.connections = 25_000;
+    p.wire = Some(w.clone());
+    assert!(cost(&ranked(&p, req, Some(&w)), "prepare-per-execution").is_none());
+    // Cached: 8 connections prepared it once each, in round trips of their own.
+    s.prepares = 8;
+    s.prepare_round_trips = 8;
+    s.close_round_trips = 0;
+    let mut w = wire(vec![s], 0);
+    w.http.requests = req;
+    p.wire = Some(w.clone());
+    assert!(cost(&ranked(&p, req, Some(&w)), "prepare-per-execution").is_none());
 }

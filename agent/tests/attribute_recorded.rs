@@ -77,7 +77,7 @@ fn with_costs_all_the_frame_based_costs_fire() {
         }
         assert_eq!(ids(&r), w, "all-{t}");
         let skipped: Vec<&str> = r.not_evaluated.iter().map(|n| n.id.as_str()).collect();
-        assert_eq!(skipped, vec!["session-setting-round-trip", "wide-user-lookup"], "all-{t}");
+        assert_eq!(skipped, vec!["session-setting-round-trip", "wide-user-lookup", "prepare-per-execution"], "all-{t}");
         // Every cost has evidence with per-request figures and a predicted gain.
         for c in &r.costs {
             assert!(c.finding.cpu_us_per_request.is_some_and(|u| u > 0.0), "{t} {}", c.finding.id);

@@ -615,6 +615,7 @@ pub const DETECTORS: &[&str] = &[
     "double-json-parse",
     "change-events",
     "long-cpu-on-worker",
+    "prepare-per-execution",
 ];
 
 const NO_WIRE: &str = "needs wire evidence (PostgreSQL statement shapes): this profile has no wire capture";
@@ -623,6 +624,10 @@ const NO_WIRE: &str = "needs wire evidence (PostgreSQL statement shapes): this p
 fn run_detector(ctx: &Ctx<'_>, name: &str) -> Result<Option<Finding>, String> {
     Ok(match name {
         "pool-ping" => pool_ping(ctx),
+        "prepare-per-execution" => {
+            ctx.profile.wire.as_ref().or(ctx.wire).ok_or(NO_WIRE)?;
+            prepare_per_execution(ctx)
+        }
         "ping-on-release" => ping_on_release(ctx),
         "session-setting-round-trip" => {
             ctx.wire.ok_or(NO_WIRE)?;
@@ -904,6 +909,63 @@ pub fn pool_ping(ctx: &Ctx<'_>) -> Option<Finding> {
     } else {
         f.evidence.push("no wire capture: the ping count per request is not measured".into());
     }
+    Some(f)
+}
+
+/// Round trips per HTTP request that only prepare or only close a statement, from which
+/// `prepare-per-execution` speaks: 0.5.
+pub const MIN_PREPARE_ROUND_TRIPS_PER_REQUEST: f64 = 0.5;
+
+/// `prepare-per-execution`: statements prepared in a round trip of their own for (nearly)
+/// every execution, and often closed in another after it: a driver used without a statement
+/// cache (tokio-postgres' `query` with SQL text, sqlx's `persistent(false)`). From the whole
+/// capture's statement figures ([`crate::wire::summary::StatementStats::prepare_round_trips`],
+/// `close_round_trips`): the shapes prepared at least once per two executions and more than
+/// twice per connection set up in the capture (a connection opened per request prepares its
+/// statements anew: `connection-per-request`'s, which no statement cache helps), whose
+/// prepare-only and close-only round trips come to at least
+/// [`MIN_PREPARE_ROUND_TRIPS_PER_REQUEST`] per HTTP request. A statement cache keeps one
+/// preparation per connection, so nearly all of those round trips go.
+pub fn prepare_per_execution(ctx: &Ctx<'_>) -> Option<Finding> {
+    // The whole capture's figures: a steady window leaves out the buckets with preparations.
+    let w = ctx.profile.wire.as_ref().or(ctx.wire)?;
+    let requests = w.http.requests;
+    if requests == 0 {
+        return None;
+    }
+    let shapes: Vec<&crate::wire::summary::StatementStats> =
+        w.pg.statements
+            .iter()
+            .filter(|s| s.executions > 0 && s.prepares * 2 >= s.executions && s.prepares > 2 * w.pg.connections && s.prepare_round_trips + s.close_round_trips > 0)
+            .collect();
+    let extra: u64 = shapes.iter().map(|s| s.prepare_round_trips + s.close_round_trips).sum();
+    let per_request = extra as f64 / requests as f64;
+    if per_request < MIN_PREPARE_ROUND_TRIPS_PER_REQUEST {
+        return None;
+    }
+    let executions: u64 = shapes.iter().map(|s| s.executions).sum();
+    let mut f = ctx.finding(
+        "prepare-per-execution",
+        format!("statements are prepared for each execution: {per_request:.2} round trips per request only prepare or close them"),
+        Confidence::High,
+        0,
+        Vec::new(),
+    );
+    f.evidence.push(format!(
+        "wire: {} shapes executed {executions} times were prepared {} times, in {} round trips of their own, and closed in {} more, over {requests} HTTP requests",
+        shapes.len(),
+        shapes.iter().map(|s| s.prepares).sum::<u64>(),
+        shapes.iter().map(|s| s.prepare_round_trips).sum::<u64>(),
+        shapes.iter().map(|s| s.close_round_trips).sum::<u64>(),
+    ));
+    for s in shapes.iter().take(3) {
+        f.evidence.push(format!("`{}`: {} executions, {} prepares, {} + {} round trips to prepare and close", s.shape, s.executions, s.prepares, s.prepare_round_trips, s.close_round_trips));
+    }
+    // Their time: at the mean of all round trips of the capture.
+    f.round_trips_per_request = Some(per_request);
+    f.db_latency_us_per_request = Some(per_request * w.pg.round_trip_latency_mean_ns as f64 / 1e3);
+    f.counts_per_request.insert("round_trips".into(), per_request);
+    f.cpu_us_per_request = None;
     Some(f)
 }
 
