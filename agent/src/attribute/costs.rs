@@ -1341,8 +1341,8 @@ pub const RESPONSE_SERIALIZATION_RATIO: u64 = 4;
 /// under such a frame was sampled too, at least a [`RESPONSE_SERIALIZATION_RATIO`]th as much.
 /// Without it, the framework's responses are not serialized under frames the catalog knows
 /// (a handler that serializes into a `String` and returns it, a framework the set does not
-/// list), and serialization outside them may well be the response: silent. What happens to the output is not visible from frames, so this fires
-/// at low confidence.
+/// list), and serialization outside them may well be the response: silent. What happens to
+/// the output is not visible from frames, so this fires at low confidence.
 pub fn serialized_for_nobody(ctx: &Ctx<'_>) -> Option<Finding> {
     let response = ctx.rules.frame_set(super::catalog::JSON_RESPONSE)?;
     let ser = regex!(r"^serde_json::(ser::|to_vec|to_string|to_writer)");

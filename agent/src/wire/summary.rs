@@ -62,7 +62,9 @@ pub struct StatementStats {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub prepare_round_trips: u64,
     /// Round trips that only closed statements, this one among them (a driver that closes a
-    /// statement it prepared for one execution, in a round trip of its own).
+    /// statement it prepared for one execution, in a round trip of its own); 0 in a steady
+    /// window, whose buckets do not track them (a driver that closes after each execution
+    /// also prepares before it, and buckets with preparations are outside the window).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub close_round_trips: u64,
     /// Sum of the latencies of the answered round trips that executed it, ns. A round trip
