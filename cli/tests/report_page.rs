@@ -238,8 +238,10 @@ fn the_diff_page_shows_the_verdict_first_and_the_differential_graphs() {
     // The pair's verdict (diff_golden's bench.diff.md): latency worse beyond noise, within
     // the threshold.
     assert!(dom[verdict..changes].contains("no test crossed the 5% <code>--fail-on-regression</code> threshold"), "{}", &dom[verdict..changes]);
-    // The removed cost (diff_golden checks its figures: 2.14 -> 0 µs per request).
-    let cost = &dom[dom.find("<code>double-json-parse</code>").expect("the removed cost's row")..];
+    // The removed cost, named in the notes as gone (code, not backticks), and its row
+    // (diff_golden checks its figures: 2.14 -> 0 µs per request).
+    assert!(dom.contains("named in BASE only (gone in HEAD): <code>double-json-parse</code>: JSON bodies are parsed"), "the note of the gone cost");
+    let cost = &dom[dom.find("<td><code>double-json-parse</code>").expect("the removed cost's row")..];
     let cost = &cost[..cost.find("</tr>").unwrap()];
     assert!(cost.contains("<td>2.14</td><td>0</td>") && cost.contains("-100.0%"), "{cost}");
     // req/s as diff.md has it: 1796 -> 1723, ±124.
