@@ -314,7 +314,7 @@ fn metrics_double_parse_and_events_by_hand() {
 }
 
 /// A framework whose JSON responses are serialized under no frame the catalog's `json-response`
-/// set knows (a handler serializing into a `String`, as the actix-web trial's did): the
+/// set knows (an actix-web handler serializing into a `String`): the
 /// serialization outside a response frame may be the response itself, so `change-events` stays
 /// silent. The same serialization beside a sampled `warp::reply::json` response fires.
 #[test]
@@ -752,8 +752,8 @@ fn a_blocking_read_without_a_caller_frame_is_a_blocking_call() {
 }
 
 /// A log line written to a file (stderr redirected: `eprintln!` reaches `vfs_write` of ext4)
-/// is `sync-logging`'s, not also `file-io-on-worker`'s: a fresh user's trial saw the same writes
-/// named twice, with two gains. A file read beside it still is file I/O.
+/// is `sync-logging`'s, not also `file-io-on-worker`'s: the same writes named twice would
+/// claim two gains. A file read beside it still is file I/O.
 #[test]
 fn log_lines_written_to_a_file_are_logging_not_file_io() {
     let worker = "start_thread;tokio::runtime::scheduler::multi_thread::worker::run;myapp::handlers::ping";
@@ -770,9 +770,10 @@ fn log_lines_written_to_a_file_are_logging_not_file_io() {
 }
 
 /// An N+1 loop through a driver that prepares and closes the statement around each execution
-/// (a fresh user's tokio-postgres service: 75 round trips per request for 25 queries, the
-/// finding counted 23): every round trip of the loop goes with the remedy, not only the
-/// executing ones. 24 executions per request in 72 round trips, 100 µs each: 23/24 of them go.
+/// (tokio-postgres' `query` with SQL text: 75 round trips per request for 25 queries, of
+/// which the executing ones are 25): every round trip of the loop goes with the remedy, not
+/// only the executing ones. 24 executions per request in 72 round trips, 100 µs each: 23/24 of
+/// them go.
 #[test]
 fn an_n_plus_one_counts_the_round_trips_that_prepare_and_close_its_statement() {
     let (p, req) = load("without.txt");
@@ -790,9 +791,8 @@ fn an_n_plus_one_counts_the_round_trips_that_prepare_and_close_its_statement() {
 }
 
 /// A driver that prepares and closes a statement around each execution (tokio-postgres'
-/// `query` with SQL text, as in the fresh user's trial: 25 executions, 25 prepare and 25 close
-/// round trips per request): `prepare-per-execution` names the 50 extra round trips per
-/// request. A statement cache (one preparation per connection, in the execute round trip or a
+/// `query` with SQL text: 25 executions, 25 prepare and 25 close round trips per request):
+/// `prepare-per-execution` names the 50 extra round trips per request. A statement cache (one preparation per connection, in the execute round trip or a
 /// few prepare ones at the start) stays silent.
 #[test]
 fn statements_prepared_for_each_execution_from_the_wire() {

@@ -405,7 +405,7 @@ fn text_inputs_are_read_as_text() {
 
 /// Folded stacks: blank lines are skipped; a frame without a name is refused with its line.
 /// A truncated `profile.json` whose first line happens to end in a number (`{"meta": 3`) is
-/// refused as JSON, not read as a folded stack of 3 samples (a fresh user's trial got exit 0).
+/// refused as JSON, not read as a folded stack of 3 samples with exit 0.
 #[test]
 fn a_truncated_json_file_is_refused_as_json() {
     let dir = tempfile::tempdir().unwrap();
