@@ -403,7 +403,6 @@ fn text_inputs_are_read_as_text() {
     assert_eq!(v["tests"][0]["samples"], serde_json::json!([5, 5]));
 }
 
-/// Folded stacks: blank lines are skipped; a frame without a name is refused with its line.
 /// A truncated `profile.json` whose first line happens to end in a number (`{"meta": 3`) is
 /// refused as JSON, not read as a folded stack of 3 samples with exit 0.
 #[test]
@@ -415,6 +414,7 @@ fn a_truncated_json_file_is_refused_as_json() {
     refused(&[&bad, &good], "EOF while parsing");
 }
 
+/// Folded stacks: blank lines are skipped; a frame without a name is refused with its line.
 #[test]
 fn folded_lines_without_frame_names_are_refused() {
     let dir = tempfile::tempdir().unwrap();
