@@ -63,7 +63,11 @@ enum lost_index {
 	/* Stack copy: not even the first chunk of the user stack could be read (sp not mapped);
 	 * the sample is still sent, with its registers and no stack bytes. */
 	LOST_STACK_COPY_FAILURES = 7,
-	LOST_COUNTERS = 8,
+	/* Off-CPU: a thread blocked again, or exited, while its last wait was still open: the
+	 * sched_switch tracepoint did not fire for its switch-in. The wait was closed from the
+	 * CPU time the thread ran since (not lost, but its end is an estimate). */
+	LOST_OFFCPU_SWITCH_IN_UNSEEN = 8,
+	LOST_COUNTERS = 9,
 };
 
 /* One thread on one (user, kernel) stack pair (the off-CPU key's stacks).
@@ -108,9 +112,10 @@ _Static_assert(sizeof(struct offcpu_value) == 16, "offcpu_value is 16 bytes");
 /* Value of `offcpu_starts` (keyed by thread id): what was seen at switch-out. */
 struct offcpu_start {
 	__u64 start_ns;        /* bpf_ktime_get_ns() at switch-out */
+	__u64 ran_ns;          /* the thread's CPU time at switch-out (se.sum_exec_runtime), ns */
 	struct offcpu_key key; /* thread, stacks and wait at switch-out */
 };
-_Static_assert(sizeof(struct offcpu_start) == 48, "offcpu_start is 48 bytes");
+_Static_assert(sizeof(struct offcpu_start) == 56, "offcpu_start is 56 bytes");
 
 /* Value of `offcpu_loop_stacks` (keyed by thread id): the stacks a thread's last walked
  * event-loop wait (epoll_wait, epoll_pwait, epoll_pwait2) had, and where in user space that

@@ -54,8 +54,12 @@ pub mod lost_index {
     /// Stack copy: not even the first chunk of the user stack was readable (the sample was
     /// still sent, with registers and no stack bytes).
     pub const STACK_COPY_FAILURES: u32 = 7;
+    /// Off-CPU: a thread blocked again, or exited, with its last wait still open (the
+    /// `sched_switch` tracepoint did not fire for its switch-in); the wait was closed from
+    /// the CPU time the thread ran since.
+    pub const OFFCPU_SWITCH_IN_UNSEEN: u32 = 8;
     /// Number of counters (`LOST_COUNTERS`).
-    pub const COUNT: u32 = 8;
+    pub const COUNT: u32 = 9;
 }
 
 /// Most bytes of user stack one [`StackSample`] can carry (`STACK_COPY_MAX_BYTES`).
@@ -246,6 +250,8 @@ pub struct OffcpuValue {
 pub struct OffcpuStart {
     /// `bpf_ktime_get_ns()` at switch-out, ns.
     pub start_ns: u64,
+    /// The thread's CPU time at switch-out (`se.sum_exec_runtime`), ns.
+    pub ran_ns: u64,
     /// Thread, stacks and wait at switch-out.
     pub key: OffcpuKey,
 }
@@ -317,8 +323,9 @@ const _: () = assert!(size_of::<OffcpuValue>() == 16);
 const _: () = assert!(offset_of!(OffcpuValue, total_ns) == 8);
 const _: () = assert!(size_of::<OffcpuKey>() == 40);
 const _: () = assert!(offset_of!(OffcpuKey, wait) == 32);
-const _: () = assert!(size_of::<OffcpuStart>() == 48);
-const _: () = assert!(offset_of!(OffcpuStart, key) == 8);
+const _: () = assert!(size_of::<OffcpuStart>() == 56);
+const _: () = assert!(offset_of!(OffcpuStart, ran_ns) == 8);
+const _: () = assert!(offset_of!(OffcpuStart, key) == 16);
 const _: () = assert!(size_of::<OffcpuLoopStack>() == 56);
 const _: () = assert!(offset_of!(OffcpuLoopStack, user_stack_id) == 40);
 const _: () = assert!(offset_of!(OffcpuLoopStack, uses) == 48);

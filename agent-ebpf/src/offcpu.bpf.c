@@ -7,6 +7,16 @@
  * contention, not a wait of the program. Nor is a thread's last switch-out as it exits
  * (TASK_DEAD): it never comes back, and would count as a wait up to the end of the run.
  * Waits shorter than `min_block_ns` are ignored.
+ *
+ * Switch-ins the tracepoint does not show: on the 6.18 kernel of our machines, sched_switch
+ * now and then does not fire for a switch-in (`perf record -e sched:sched_switch` alone shows
+ * it too: 1 of 3,000 5 ms epoll waits, the thread switched out twice with no switch-in
+ * between). The thread's entry in `offcpu_starts` then stays open until its next blocking
+ * switch-out, which would overwrite it (the wait lost), or for good if it exits (the wait
+ * counted up to the end of the run). So a blocking or final switch-out that finds the
+ * thread's previous wait still open closes it first, ending it where the thread must have
+ * come back: now minus the CPU time it ran since (`se.sum_exec_runtime`, which the
+ * scheduler updates before the tracepoint), and counts it in LOST_OFFCPU_SWITCH_IN_UNSEEN.
  * As with libbpf-tools offcputime, the time runs until the thread is back on a CPU, so it
  * includes the run-queue delay after its wake-up.
  *
@@ -171,47 +181,90 @@ static __always_inline void remember_loop_stacks(const struct stack_key *key, __
 	bpf_map_update_elem(&offcpu_loop_stacks, &tid, &c, BPF_ANY);
 }
 
+/* Adds a wait of `delta` ns to `key`'s entry of `offcpu_stats`. */
+static __always_inline void add_wait(const struct offcpu_key *key, __u64 delta)
+{
+	struct offcpu_value *value = bpf_map_lookup_elem(&offcpu_stats, key);
+
+	if (value) {
+		__sync_fetch_and_add(&value->count, 1);
+		__sync_fetch_and_add(&value->total_ns, delta);
+		return;
+	}
+	struct offcpu_value v = { .count = 1, .total_ns = delta };
+
+	if (bpf_map_update_elem(&offcpu_stats, key, &v, BPF_NOEXIST)) {
+		value = bpf_map_lookup_elem(&offcpu_stats, key);
+		if (value) {
+			__sync_fetch_and_add(&value->count, 1);
+			__sync_fetch_and_add(&value->total_ns, delta);
+		} else {
+			count_lost(LOST_SAMPLES_DROPPED);
+		}
+	}
+}
+
+/* Closes the wait `open` of a thread whose switch-in the tracepoint did not show, at a
+ * switch-out `now` of the same thread, which has `ran_ns` of CPU time now (see above). */
+static __always_inline void close_unseen(const struct offcpu_start *open, __u64 now, __u64 ran_ns)
+{
+	__u64 ran = ran_ns > open->ran_ns ? ran_ns - open->ran_ns : 0;
+
+	count_lost(LOST_OFFCPU_SWITCH_IN_UNSEEN);
+	if (now > ran && now - ran > open->start_ns && now - ran - open->start_ns >= min_block_ns)
+		add_wait(&open->key, now - ran - open->start_ns);
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
 	struct offcpu_start *start;
-	struct offcpu_value *value;
 	__u32 next_pid = next->pid;
 
 	/* Switch-out: `prev` is the current task, so the filter and the stack walks apply
 	 * to it. */
-	if (prev->pid != 0 && prev_state != TASK_RUNNING && !(prev_state & TASK_DEAD) && current_is_target(prev->tgid)) {
-		struct offcpu_start s = {};
-		struct stack_key *key = &s.key.stack;
+	if (prev->pid != 0 && prev_state != TASK_RUNNING && current_is_target(prev->tgid)) {
 		__u32 prev_pid = prev->pid;
-		struct pt_regs *regs = user_regs();
-		struct offcpu_loop_stack site = {};
-		bool loop = false;
-
-		if (regs) {
-			s.key.wait = wait_of(regs);
-			loop = event_loop_wait(regs);
-		}
-		if (loop)
-			loop_site(&site, regs);
-
 		/* The clock is read only for target threads: this program runs at every
 		 * context switch of the host. */
-		s.start_ns = bpf_ktime_get_ns();
-		key->tgid = prev->tgid;
-		key->pid = prev_pid;
-		bpf_get_current_comm(&key->comm, sizeof(key->comm));
-		if (!loop || !loop_stacks(key, prev_pid, &site)) {
-			key->user_stack_id = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
-			key->kernel_stack_id = bpf_get_stackid(ctx, &stack_traces, 0);
-			count_stack_error(key->user_stack_id, true);
-			count_stack_error(key->kernel_stack_id, false);
+		__u64 now = bpf_ktime_get_ns();
+		__u64 ran_ns = prev->se.sum_exec_runtime;
+
+		start = bpf_map_lookup_elem(&offcpu_starts, &prev_pid);
+		if (start)
+			close_unseen(start, now, ran_ns);
+		if (prev_state & TASK_DEAD) {
+			if (start)
+				bpf_map_delete_elem(&offcpu_starts, &prev_pid);
+		} else {
+			struct offcpu_start s = { .start_ns = now, .ran_ns = ran_ns };
+			struct stack_key *key = &s.key.stack;
+			struct pt_regs *regs = user_regs();
+			struct offcpu_loop_stack site = {};
+			bool loop = false;
+
+			if (regs) {
+				s.key.wait = wait_of(regs);
+				loop = event_loop_wait(regs);
+			}
 			if (loop)
-				remember_loop_stacks(key, prev_pid, &site);
+				loop_site(&site, regs);
+
+			key->tgid = prev->tgid;
+			key->pid = prev_pid;
+			bpf_get_current_comm(&key->comm, sizeof(key->comm));
+			if (!loop || !loop_stacks(key, prev_pid, &site)) {
+				key->user_stack_id = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
+				key->kernel_stack_id = bpf_get_stackid(ctx, &stack_traces, 0);
+				count_stack_error(key->user_stack_id, true);
+				count_stack_error(key->kernel_stack_id, false);
+				if (loop)
+					remember_loop_stacks(key, prev_pid, &site);
+			}
+			if (bpf_map_update_elem(&offcpu_starts, &prev_pid, &s, BPF_ANY))
+				count_lost(LOST_OFFCPU_DROPPED);
 		}
-		if (bpf_map_update_elem(&offcpu_starts, &prev_pid, &s, BPF_ANY))
-			count_lost(LOST_OFFCPU_DROPPED);
 	}
 
 	/* Switch-in: only target threads are in offcpu_starts. */
@@ -219,27 +272,8 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	if (!start)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	if (now > start->start_ns && now - start->start_ns >= min_block_ns) {
-		__u64 delta = now - start->start_ns;
-
-		value = bpf_map_lookup_elem(&offcpu_stats, &start->key);
-		if (value) {
-			__sync_fetch_and_add(&value->count, 1);
-			__sync_fetch_and_add(&value->total_ns, delta);
-		} else {
-			struct offcpu_value v = { .count = 1, .total_ns = delta };
-
-			if (bpf_map_update_elem(&offcpu_stats, &start->key, &v, BPF_NOEXIST)) {
-				value = bpf_map_lookup_elem(&offcpu_stats, &start->key);
-				if (value) {
-					__sync_fetch_and_add(&value->count, 1);
-					__sync_fetch_and_add(&value->total_ns, delta);
-				} else {
-					count_lost(LOST_SAMPLES_DROPPED);
-				}
-			}
-		}
-	}
+	if (now > start->start_ns && now - start->start_ns >= min_block_ns)
+		add_wait(&start->key, now - start->start_ns);
 	bpf_map_delete_elem(&offcpu_starts, &next_pid);
 	return 0;
 }

@@ -78,7 +78,7 @@ fn specs() -> Vec<ObjectSpec> {
                 mirror!("stack_key", abi::StackKey { tgid, pid, user_stack_id, kernel_stack_id, comm }),
                 mirror!("offcpu_key", abi::OffcpuKey { stack, wait, _pad }),
                 mirror!("offcpu_value", abi::OffcpuValue { count, total_ns }),
-                mirror!("offcpu_start", abi::OffcpuStart { start_ns, key }),
+                mirror!("offcpu_start", abi::OffcpuStart { start_ns, ran_ns, key }),
                 mirror!("offcpu_loop_stack", abi::OffcpuLoopStack { ip, sp, bp, frame, user_stack_id, kernel_stack_id, uses, _pad }),
             ],
             maps: [

@@ -82,6 +82,7 @@ fn rust_side() -> Vec<(&'static str, i64)> {
         ("LOST_SYSCALL_NR_RANGE", lost_index::SYSCALL_NR_RANGE.into()),
         ("LOST_RINGBUF_FULL", lost_index::RINGBUF_FULL.into()),
         ("LOST_STACK_COPY_FAILURES", lost_index::STACK_COPY_FAILURES.into()),
+        ("LOST_OFFCPU_SWITCH_IN_UNSEEN", lost_index::OFFCPU_SWITCH_IN_UNSEEN.into()),
         ("LOST_COUNTERS", lost_index::COUNT.into()),
         ("OFFCPU_WAIT_OTHER", offcpu_wait::OTHER.into()),
         ("OFFCPU_WAIT_CONTENDED_LOCK", offcpu_wait::CONTENDED_LOCK.into()),

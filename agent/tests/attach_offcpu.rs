@@ -84,6 +84,7 @@ fn epoll_waits_by_site(count: u32, ms: u32, rewalk_every: u64) -> [(u64, u64); 2
     child.send_line("go");
     assert_eq!(child.read_line(), "done 0", "every epoll_wait must wait its whole timeout");
     let profile = collector.finish(&target, None).expect("finish");
+    eprintln!("switch-ins the tracepoint did not show: {}", profile.lost.offcpu_switch_ins_unseen);
     let mut sites = [(0, 0); 2];
     for stack in profile.off_cpu.iter().filter(|s| s.pid == pid) {
         if let Some(site) = first_frame_in(&stack.user, &ranges) {
@@ -137,6 +138,10 @@ fn a_thread_that_exits_leaves_no_wait_open() {
     std::thread::sleep(std::time::Duration::from_millis(600));
     let profile = collector.finish(&target, None).unwrap();
     let total_ns: u64 = profile.off_cpu.iter().filter(|s| s.pid == pid).map(|s| s.total_ns).sum();
-    eprintln!("the exited process: {} ms off-CPU", total_ns / 1_000_000);
+    eprintln!(
+        "the exited process: {} ms off-CPU; switch-ins the tracepoint did not show: {}",
+        total_ns / 1_000_000,
+        profile.lost.offcpu_switch_ins_unseen
+    );
     assert!(total_ns >= 50_000_000 && total_ns < 300_000_000, "{total_ns} ns");
 }

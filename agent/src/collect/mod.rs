@@ -848,7 +848,7 @@ impl Collector {
         let off_cpu = match &self.offcpu {
             Some(ebpf) => {
                 add_lost(ebpf, &mut lost)?;
-                drain_off_cpu(ebpf, end_ktime, self.options.offcpu_min_block_ns)?
+                drain_off_cpu(ebpf, end_ktime, self.options.offcpu_min_block_ns, &mut lost)?
             }
             None => Vec::new(),
         };
@@ -1022,7 +1022,10 @@ fn raw_stack(key: &OffcpuKey, user: Vec<u64>, kernel: Vec<u64>, count: u64, tota
     RawStack { pid: key.tgid, tid: key.pid, thread: comm_string(&key.comm), user, kernel, count, total_ns, lost, wait, ..RawStack::default() }
 }
 
-fn drain_off_cpu(ebpf: &Ebpf, end_ktime: u64, min_block_ns: u64) -> Result<Vec<RawStack>, CollectError> {
+/// The off-CPU waits of `ebpf`'s maps, those still open counted up to `end_ktime`. An open
+/// wait of a thread that is gone (or a zombie) is not one: its thread exited with no final
+/// switch-out seen; it is counted in `lost.offcpu_switch_ins_unseen` instead.
+fn drain_off_cpu(ebpf: &Ebpf, end_ktime: u64, min_block_ns: u64, lost: &mut LostCounters) -> Result<Vec<RawStack>, CollectError> {
     let stacks = stack_map(ebpf)?;
     let map = ebpf.map(names::MAP_OFFCPU_STATS).ok_or_else(|| map_error(names::MAP_OFFCPU_STATS, "missing"))?;
     let stats: BpfHashMap<&MapData, OffcpuKey, OffcpuValue> =
@@ -1038,6 +1041,10 @@ fn drain_off_cpu(ebpf: &Ebpf, end_ktime: u64, min_block_ns: u64) -> Result<Vec<R
         BpfHashMap::try_from(map).map_err(|e| map_error(names::MAP_OFFCPU_STARTS, e))?;
     for entry in starts.iter() {
         let (_, start) = entry.map_err(|e| map_error(names::MAP_OFFCPU_STARTS, e))?;
+        if !crate::sys::stat::read_thread(start.key.stack.tgid, start.key.stack.pid).is_some_and(|s| s.is_live()) {
+            lost.offcpu_switch_ins_unseen += 1;
+            continue;
+        }
         let open = end_ktime.saturating_sub(start.start_ns);
         if open >= min_block_ns.max(1) {
             let total = totals.entry(start.key).or_default();
@@ -1072,6 +1079,7 @@ fn add_lost(ebpf: &Ebpf, lost: &mut LostCounters) -> Result<(), CollectError> {
     lost.stack_collisions += sums[lost_index::STACK_COLLISIONS as usize];
     lost.stack_walk_failures += sums[lost_index::STACK_WALK_FAILURES as usize];
     lost.offcpu_dropped += sums[lost_index::OFFCPU_DROPPED as usize];
+    lost.offcpu_switch_ins_unseen += sums[lost_index::OFFCPU_SWITCH_IN_UNSEEN as usize];
     lost.ringbuf_dropped += sums[lost_index::RINGBUF_FULL as usize];
     lost.stack_walk_failures += sums[lost_index::STACK_COPY_FAILURES as usize];
     Ok(())

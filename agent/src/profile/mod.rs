@@ -409,6 +409,14 @@ pub struct LostCounters {
     pub offcpu_dropped: u64,
     /// Events dropped because a ring buffer was full.
     pub ringbuf_dropped: u64,
+    /// Off-CPU waits whose switch-in the kernel's `sched_switch` tracepoint did not show: the
+    /// thread blocked again or exited with the wait still open. Not lost: each was ended where
+    /// the thread must have come back (its next switch-out minus the CPU time it ran since),
+    /// so their ends are estimates. A wait still open at the end of the run whose thread is
+    /// gone is counted here too, and not counted as a wait. 0 in profiles written before it
+    /// was counted.
+    #[serde(default)]
+    pub offcpu_switch_ins_unseen: u64,
 }
 
 /// Per-syscall statistics of the target, aggregated in the kernel.

@@ -371,11 +371,15 @@ pub fn summary(profile: &Profile) -> String {
     s.push_str(&unwinding(profile));
     let waits: u64 = profile.off_cpu.iter().map(|c| c.count).sum();
     let off_ns: u64 = profile.off_cpu.iter().map(|c| c.total_ns).sum();
-    let _ = writeln!(
-        s,
-        "off-CPU: {waits} waits, {:.1} ms switched out",
-        off_ns as f64 / 1e6
-    );
+    let _ = write!(s, "off-CPU: {waits} waits, {:.1} ms switched out", off_ns as f64 / 1e6);
+    if lost.offcpu_switch_ins_unseen > 0 {
+        let _ = write!(
+            s,
+            " ({} switch-ins the kernel's sched_switch tracepoint did not show; those waits end at an estimate)",
+            lost.offcpu_switch_ins_unseen
+        );
+    }
+    s.push('\n');
 
     let top = self_samples(profile);
     if !top.is_empty() {

@@ -106,6 +106,12 @@ pub fn read(pid: u32) -> Option<ProcStat> {
     parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
+/// `/proc/TGID/task/TID/stat` of thread `tid` of process `tgid`, parsed; `None` when the
+/// thread is gone.
+pub fn read_thread(tgid: u32, tid: u32) -> Option<ProcStat> {
+    parse(&std::fs::read_to_string(format!("/proc/{tgid}/task/{tid}/stat")).ok()?)
+}
+
 /// CPU time every CPU of the host spent busy since boot, ns: the `cpu` line of `/proc/stat`
 /// (proc(5)), `user + nice + system + irq + softirq` (guest time is inside `user`; `idle`,
 /// `iowait` and `steal`, time the hypervisor gave another guest, are not busy). `None`
