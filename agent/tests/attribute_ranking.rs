@@ -257,7 +257,7 @@ fn attach_bound_from_the_targets_cpu_set_and_the_wire() {
 fn attach_bound_from_the_database_servers_cpu() {
     use profiler::profile::DbServer;
     let mut p = regex_route_attach(2.0);
-    let server = DbServer { port: 5432, pid: 42, command: "postgres".into(), cpu_ns: 5_000_000_000, capacity_cpus: Some(1.0) };
+    let server = DbServer { port: 5432, pid: 42, command: "postgres".into(), cpu_ns: 5_000_000_000, exited_cpu_ns: 0, capacity_cpus: Some(1.0) };
     p.meta.db_servers = vec![server.clone()];
     let db_used = 5.0 / 3902.0 * (3443.0 / 4.4);
     let bound = Bound::of_profile(&p);
@@ -305,7 +305,7 @@ fn attach_bound_from_the_hosts_cpus() {
     let mut p = regex_route_attach(2.0);
     p.meta.cpus = 2;
     p.meta.host_busy_ns = Some(9_000_000_000);
-    p.meta.db_servers = vec![DbServer { port: 5432, pid: 42, command: "postgres".into(), cpu_ns: 2_500_000_000, capacity_cpus: Some(2.0) }];
+    p.meta.db_servers = vec![DbServer { port: 5432, pid: 42, command: "postgres".into(), cpu_ns: 2_500_000_000, exited_cpu_ns: 0, capacity_cpus: Some(2.0) }];
     p.meta.http_clients = vec![HttpClient { pid: 43, command: "wrk".into(), cpu_ns: 1_200_000_000 }];
     p.wire.as_mut().unwrap().pg.round_trips = 4000;
     let bound = Bound::of_profile(&p);
@@ -329,6 +329,130 @@ fn attach_bound_from_the_hosts_cpus() {
     p.meta.target_cpu_capacity = Some(2.0);
     p.meta.host_busy_ns = Some(6_000_000_000);
     assert!(matches!(Bound::of_profile(&p), Bound::ServedLatency { .. }));
+    // 1.0 s of the server's 2.5 s went to connections set up (and closed) during the run, 100
+    // of them on the wire: the round trips keep the other 1.5 s, 375 µs each.
+    p.meta.host_busy_ns = Some(9_000_000_000);
+    p.meta.db_servers[0].exited_cpu_ns = 1_000_000_000;
+    p.wire.as_mut().unwrap().pg.connections_timed = 100;
+    match Bound::of_profile(&p) {
+        Bound::HostCpu { db_cpu_us_per_round_trip, .. } => assert!(close(db_cpu_us_per_round_trip.unwrap(), 375.0)),
+        b => panic!("{b:?}"),
+    }
+}
+
+/// An attach of field-cases' `/case/connect-per-request` (one run, 2026-12-07): the app pinned
+/// to one CPU used 1.13 s for 1,069 requests, 1,038 of them in a load window of 5.9 s (no
+/// steady window: a connection is set up for every request); PostgreSQL, free to use both
+/// CPUs, 10.32 s, all of it in processes that exited (1,067 set-ups on the wire); the host
+/// 11.85 s. Under load: the app 1.13 / 1069 × 175.93 = 0.19 of its CPU, the server 1.70 of its
+/// 2 (0.849), the host 1.95 of 2: the host bounds, because the server's CPU set spans it.
+/// The set-up's share: (746.5 µs of the app + 0.998 × 9,672 µs of the server) over 10,711 µs
+/// per request, +3,340%, capped by the app's one CPU without its 746.5 µs: 10^6 / (1,057.1 -
+/// 746.5) = 3,219.6 req/s, +1,730% over 175.93. Switching to the pool measured +1,950.7% in
+/// the same run (wrk, one run each). Counted over the whole run of 10.09 s the server read
+/// 1.02 of 2 and the bound was the served latency: +202%.
+#[test]
+fn a_database_server_spanning_the_host_makes_the_host_the_bound() {
+    use profiler::profile::DbServer;
+    use profiler::wire::summary::LoadWindow;
+    let mut p = regex_route_attach(1.0);
+    p.meta.cpus = 2;
+    p.meta.duration_ns = 10_085_612_732;
+    p.meta.target_cpu_ns = Some(1_130_000_000);
+    p.meta.host_busy_ns = Some(11_850_000_000);
+    p.meta.db_servers = vec![DbServer { port: 5432, pid: 42, command: "postgres".into(), cpu_ns: 10_320_000_000, exited_cpu_ns: 10_320_000_000, capacity_cpus: Some(2.0) }];
+    {
+        let w = p.wire.as_mut().unwrap();
+        w.http.requests = 1069;
+        w.steady = None;
+        w.load = Some(LoadWindow { start_ns: 100_000_000, end_ns: 6_000_000_000, http_requests: 1038 });
+        w.pg.round_trips = 2138;
+        w.pg.connections_timed = 1067;
+    }
+    let x = 1038.0 / 5.9;
+    let bound = Bound::of_profile(&p);
+    let per_request = (1.13e6 + 10.32e6) / 1069.0;
+    match bound {
+        Bound::HostCpu { used_cpus, cpu_us_per_request, db_cpu_us_per_round_trip, .. } => {
+            assert!(close(used_cpus, 11.85 / 1069.0 * x) && close(cpu_us_per_request, per_request), "{bound:?}");
+            assert_eq!(db_cpu_us_per_round_trip, Some(0.0), "every CPU second of the server was a set-up's");
+        }
+        b => panic!("{b:?}"),
+    }
+    let mut f = finding(79, 0.69, Some(746.5), Some(1.0), Some(25_000.0));
+    let setups = 1067.0 / 1069.0;
+    f.counts_per_request.insert("connection_setups".into(), setups);
+    let app = 1.13e6 / 1069.0;
+    let inputs = GainInputs {
+        req_per_s: Some(x),
+        db_setup_cpu_us: Some(10.32e6 / 1067.0),
+        db_cpu_us_per_request: Some(10.32e6 / 1069.0),
+        app_cpu_us_per_request: Some(app),
+        app_capacity_cpus: Some(1.0),
+        ..Default::default()
+    };
+    let g = predict(&f, &bound, &inputs);
+    assert_eq!(g.resource, "host_cpu");
+    assert!(close(g.gain_pct, (1e6 / (app - 746.5) / x - 1.0) * 100.0), "{g:?}");
+    assert!((g.gain_pct - 1730.0).abs() < 1.0, "{g:?}");
+    // Without the app's figures, the share of the host's serving CPU alone.
+    let g = predict(&f, &bound, &GainInputs { app_cpu_us_per_request: None, ..inputs });
+    let s = (746.5 + setups * 10.32e6 / 1067.0) / per_request;
+    assert!(close(g.gain_pct, (1.0 / (1.0 - s) - 1.0) * 100.0) && (g.gain_pct - 3340.0).abs() < 10.0, "{g:?}");
+    // The server confined to one CPU too: it is the bound itself (1.70 of 1 CPU); with half
+    // the CPU it is at 0.85 of 1.0, and nothing that serves the requests spans the host: the
+    // served latency.
+    p.meta.db_servers[0].capacity_cpus = Some(1.0);
+    assert!(matches!(Bound::of_profile(&p), Bound::DbCpu { .. }), "{:?}", Bound::of_profile(&p));
+    p.meta.db_servers[0].cpu_ns = 5_000_000_000;
+    assert!(matches!(Bound::of_profile(&p), Bound::ServedLatency { .. }), "{:?}", Bound::of_profile(&p));
+}
+
+/// A connection set up per request (field-cases' `/case/connect-per-request`, tokio-postgres
+/// against a local PostgreSQL, one run: 652 µs of the app's sampled CPU per request in the
+/// set-up, about 7.8 ms of the server's CPU per request, the app's 970 µs per request on its
+/// one CPU at 215 req/s). A set-up forks and authenticates a server process: the servers' CPU
+/// per set-up (7.5 ms here, measured from the processes that exited) is its share of the
+/// database's CPU, 7.5 / 7.8, `1/(1-s) - 1` = +2,500%; freed of it the app's one CPU allows
+/// 10^6 / (970 - 652) = 3,144.7 req/s, +1,362.6% over 215: the smaller gain. Counted as a
+/// share of the round trips, as each alike, the set-up's round trip read a few percent, and
+/// the served latency (29.2 ms, 19.1 ms of it the set-up) capped it at +187%; switching to the
+/// pool's connections measured +1,359% to +1,927% (three runs).
+#[test]
+fn connection_set_ups_take_the_servers_cpu_they_measured() {
+    let mut f = finding(83, 0.75, Some(652.0), Some(1.0), Some(19_056.0));
+    f.counts_per_request.insert("connection_setups".into(), 1.0);
+    let bound = Bound::DbCpu { used_cpus: 1.7, capacity_cpus: 2.0, served_latency_us: Some(29_232.9) };
+    let mut inputs = GainInputs {
+        round_trips_per_request: Some(3.0),
+        req_per_s: Some(215.0),
+        db_setup_cpu_us: Some(7_500.0),
+        db_cpu_us_per_request: Some(7_800.0),
+        app_cpu_us_per_request: Some(970.0),
+        app_capacity_cpus: Some(1.0),
+        ..Default::default()
+    };
+    let g = predict(&f, &bound, &inputs);
+    assert_eq!(g.resource, "db_cpu");
+    assert!(close(g.gain_pct, (1e6 / (970.0 - 652.0) / 215.0 - 1.0) * 100.0), "{g:?}");
+    assert!((g.gain_pct - 1362.6).abs() < 0.1, "{g:?}");
+    // Without the app's figures, the database's share alone.
+    inputs.app_cpu_us_per_request = None;
+    let g = predict(&f, &bound, &inputs);
+    assert!(close(g.gain_pct, (1.0 / (1.0 - 7_500.0 / 7_800.0) - 1.0) * 100.0), "{g:?}");
+    // Without the server's CPU per set-up: the share of the round trips (1 of 3), below its
+    // cap by the served latency, as before.
+    inputs.db_setup_cpu_us = None;
+    let g = predict(&f, &bound, &inputs);
+    assert!(close(g.gain_pct, 50.0) && g.formula.contains("share of round trips"), "{g:?}");
+    // A finding without set-ups is not given the set-ups' CPU.
+    inputs.db_setup_cpu_us = Some(7_500.0);
+    let g = predict(&finding(0, 0.0, None, Some(1.0), Some(600.0)), &bound, &inputs);
+    assert!(close(g.gain_pct, (29_232.9 / (29_232.9 - 600.0) - 1.0) * 100.0), "{g:?}");
+    // The host's CPUs: the set-ups' server CPU joins the app's and the round trips'.
+    let host = Bound::HostCpu { used_cpus: 1.9, capacity_cpus: 2.0, cpu_us_per_request: 9_000.0, other_cpus: 0.0, client_cpus: None, db_cpu_us_per_round_trip: Some(50.0) };
+    let g = predict(&f, &host, &inputs);
+    assert!(close(g.gain_pct, (1.0 / (1.0 - (652.0 + 50.0 + 7_500.0) / 9_000.0) - 1.0) * 100.0), "{g:?}");
 }
 
 /// A host busy with other work (a fresh user's trial: another person's compile filled both

@@ -110,3 +110,41 @@ fn steady_window_counts_the_connections_of_the_load() {
     let n = st.http_connections().expect("connections tracked");
     assert!((n - (4.0 + 1.0 / 23.0)).abs() < 1e-9, "{n}");
 }
+
+/// A connection set up for every request (a start-up message answered AuthenticationOk and
+/// ReadyForQuery) leaves no steady window; the load window still gives the throughput under
+/// load. One request line every 10 ms from 500 to 2,990 ms, after a lone PostgreSQL round
+/// trip at 0 ms and before another at 5,000 ms (a capture that outlived its load): the load
+/// window is buckets 6 to 28 (the first and last with a request left out), 230 requests in
+/// 2.3 s, 100 req/s; over the whole capture the 250 requests would read 50 req/s.
+#[test]
+fn load_window_without_a_steady_window() {
+    let ms = 1_000_000u64;
+    let pg = |ts: u64, socket: u64, dir: Direction, data: &[u8]| Chunk::complete(ts, socket, Protocol::Postgres, dir, data);
+    let mut startup = Vec::new();
+    let body = b"\0\x03\0\0user\0app\0\0";
+    startup.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+    startup.extend_from_slice(body);
+    let mut ok = pg_msg(b'R', &0u32.to_be_bytes());
+    ok.extend(pg_msg(b'Z', b"I"));
+    let sync = pg_msg(b'S', b"");
+    let ready = pg_msg(b'Z', b"I");
+    let mut chunks = vec![pg(0, 1, Direction::Tx, &sync), pg(1, 1, Direction::Rx, &ready)];
+    for i in 50..300u64 {
+        let t = i * 10 * ms;
+        chunks.push(Chunk::complete(t, 9, Protocol::Http, Direction::Rx, b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n"));
+        chunks.push(pg(t + 1, 100 + i, Direction::Tx, &startup));
+        chunks.push(pg(t + 2, 100 + i, Direction::Rx, &ok));
+    }
+    chunks.push(pg(5_000 * ms, 1, Direction::Tx, &sync));
+    chunks.push(pg(5_000 * ms + 1, 1, Direction::Rx, &ready));
+    let s = decode(&chunks);
+    assert_eq!(s.http.requests, 250);
+    assert!(s.pg.connections_timed >= 250, "{:?}", s.pg.connections_timed);
+    assert_eq!(s.steady, None, "every bucket sets up a connection");
+    let w = s.load.as_ref().expect("a load window");
+    assert_eq!((w.start_ns, w.end_ns, w.http_requests), (6 * BUCKET_NS, 29 * BUCKET_NS, 230));
+    let (x, n, secs, name) = s.load_req_per_s().expect("a throughput");
+    assert_eq!((n, name), (230, "load window"));
+    assert!((x - 100.0).abs() < 1e-9 && (secs - 2.3).abs() < 1e-9, "{x} req/s over {secs} s");
+}

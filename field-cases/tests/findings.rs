@@ -553,6 +553,15 @@ fn connection_per_request() {
         let wire_ms = f["counts_per_request"]["connection_setup_us"].as_f64().expect("set-up µs per request") / f["counts_per_request"]["connection_setups"].as_f64().expect("set-ups per request") / 1e3;
         let app_ms = (connect_after.1 - connect_before.1) as f64 / 1e6 / (connect_after.0 - connect_before.0) as f64;
         println!("  set-up {wire_ms:.3} ms per connection on the wire against {app_ms:.3} ms by the app's clock; gain {}", f["gain"]);
+        println!("  bound: {}; throughput {} ({})", p.ranking["bound"], p.ranking["base_req_per_s"], p.ranking["throughput_source"]);
+        // The server's CPU per set-up (its backends that exited, and the postmaster's forks):
+        // a backend is one thread, so it cannot use more CPU than it lived, about the set-up
+        // on the wire plus the rest of the request; the postmaster's accept and fork are a
+        // fraction of a millisecond. A fork and an authentication take at least 0.2 ms.
+        let server_ms = f["counts_per_request"]["connection_setup_db_cpu_us"].as_f64().expect("the server's CPU of set-ups per request") / f["counts_per_request"]["connection_setups"].as_f64().expect("set-ups per request") / 1e3;
+        let rest_ms = p.ranking["endpoints"].as_array().and_then(|e| e.iter().find(|e| e["endpoint"] == format!("GET {route}"))).and_then(|r| r["rest_us_per_request"].as_f64()).unwrap_or(0.0) / 1e3;
+        println!("  the server's CPU per set-up: {server_ms:.3} ms (its lifetime about {:.3} ms)", wire_ms + rest_ms);
+        assert!(server_ms >= 0.2 && server_ms <= wire_ms + rest_ms + 1.0, "{server_ms:.3} ms of the server's CPU per set-up against {wire_ms:.3} ms of set-up and {rest_ms:.3} ms of the rest");
         assert!(wire_ms <= app_ms && wire_ms >= 0.8 * app_ms, "set-up {wire_ms:.3} ms per connection on the wire against {app_ms:.3} ms by the app's clock");
         // The endpoint's breakdown holds the set-up (joined with each connection's first
         // round trip), not its rest.

@@ -42,12 +42,14 @@ pub enum Bound {
         served_latency_us: Option<f64>,
     },
     /// The host's CPUs are (nearly) full although neither the app's CPU set nor the
-    /// database's is alone: the app may use every CPU of the host and shares them with the
-    /// database, its clients and the rest ([`Bound::of_profile`]). The CPU that serves the
+    /// database's is alone: the app or its database server may use every CPU of the host, and
+    /// they share them with each other, the clients and the rest ([`Bound::of_profile`]). The CPU that serves the
     /// requests (the app's, the database servers' and the HTTP clients' found on this host)
     /// gets what the rest leaves it, so its throughput = that CPU / its CPU per request; a
     /// cost's share is the CPU it takes per request, the app's (sampled) plus its round trips ×
-    /// the database server's CPU per round trip, over that CPU per request. The rest of the
+    /// the database server's CPU per round trip and its connection set-ups × the server's CPU
+    /// per set-up, over that CPU per request; the gain is capped by what the app's own CPU set
+    /// allows without the cost's app CPU. The rest of the
     /// host's busy time (a compile, another service) does not grow with the requests and is
     /// left out: counted in, a host busy with other work made every cost look tiny.
     HostCpu {
@@ -70,7 +72,8 @@ pub enum Bound {
         client_cpus: Option<f64>,
         /// The database server's CPU per round trip on the wire, µs: its CPU over the run
         /// over all round trips (each alike: an upper bound for a ping, which costs the
-        /// server less than a statement). `None` when the server's CPU was not measured:
+        /// server less than a statement), without the CPU of connections set up and closed
+        /// during the run when the wire saw set-ups ([`GainInputs::db_setup_cpu_us`] holds it). `None` when the server's CPU was not measured:
         /// round trips then take only the app's CPU.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         db_cpu_us_per_round_trip: Option<f64>,
@@ -123,13 +126,14 @@ impl Bound {
 
     /// The bound of a run without a load generator's figures (`profiler attach`, `profiler
     /// report`), from what the profile measured. CPU use under load is a process's CPU per
-    /// HTTP request times the requests per second of the wire's steady window (else its mean
-    /// over the run): the target's ([`Meta::target_cpu_ns`] against
+    /// HTTP request times the requests per second under load (the wire's steady window, else
+    /// its load window, [`WireSummary::load_req_per_s`]; else the mean over the run): the target's ([`Meta::target_cpu_ns`] against
     /// [`Meta::target_cpu_capacity`]) and each database server's on this host
     /// ([`Meta::db_servers`]). The busier of the two at or above [`SATURATED`] is the bound
     /// ([`Bound::AppCpu`], or [`Bound::DbCpu`] with the served latency as a cap); else the
-    /// host's CPUs ([`Bound::HostCpu`], [`Meta::host_busy_ns`] the same way) when the app may
-    /// use all of them and they are at or above [`SATURATED`]; else
+    /// host's CPUs ([`Bound::HostCpu`], [`Meta::host_busy_ns`] the same way) when the app or a
+    /// database server on this host may use all of them and they are at or above
+    /// [`SATURATED`]; else
     /// [`Bound::ServedLatency`] when the wire paired HTTP responses with their requests; else
     /// [`Bound::Unknown`] (the target's CPU, its capacity or the run's length unknown, or no
     /// HTTP latency decoded). A database server that is not on this host, or whose capacity
@@ -151,7 +155,7 @@ impl Bound {
         // Under load: the CPU per request times the requests per second of the wire's steady
         // window, when it has one (a run longer than its load would otherwise count its idle
         // seconds); else the mean over the run.
-        let steady = profile.wire.as_ref().filter(|w| w.http.requests > 0).and_then(|w| w.steady_req_per_s().map(|(x, _, _)| x / w.http.requests as f64));
+        let steady = profile.wire.as_ref().filter(|w| w.http.requests > 0).and_then(|w| w.load_req_per_s().map(|(x, ..)| x / w.http.requests as f64));
         let cpus = |ns: u64| steady.map_or(ns as f64 / 1e9 / secs, |per_request_x| ns as f64 / 1e9 * per_request_x);
         let used = cpus(cpu_ns);
         let db = meta
@@ -171,11 +175,14 @@ impl Bound {
         if let Some((u, c)) = db.filter(|_| ud >= SATURATED) {
             return Bound::DbCpu { used_cpus: u, capacity_cpus: c, served_latency_us: latency_us };
         }
-        // The host full although neither set alone is: the app's set is the whole host, and
-        // the host's busy CPU under load is at least SATURATED of it.
+        // The host full although neither set alone is: the app's set or a database server's on
+        // this host is the whole host (the CPU that serves the requests spans it), and the
+        // host's busy CPU under load is at least SATURATED of it.
         let host_cpus = f64::from(meta.cpus);
         let requests = profile.wire.as_ref().map_or(0, |w| w.http.requests);
-        if let Some(host_ns) = meta.host_busy_ns.filter(|_| host_cpus > 0.0 && capacity >= host_cpus - 0.01 && requests > 0) {
+        let spans_host = |c: f64| c >= host_cpus - 0.01;
+        let serving_spans_host = spans_host(capacity) || meta.db_servers.iter().any(|s| s.capacity_cpus.is_some_and(spans_host));
+        if let Some(host_ns) = meta.host_busy_ns.filter(|_| host_cpus > 0.0 && serving_spans_host && requests > 0) {
             let host = cpus(host_ns);
             if host / host_cpus >= SATURATED {
                 let round_trips = profile.wire.as_ref().map_or(0, |w| w.pg.round_trips);
@@ -188,7 +195,13 @@ impl Bound {
                     cpu_us_per_request: serving_ns as f64 / 1e3 / requests as f64,
                     other_cpus: cpus(host_ns.saturating_sub(serving_ns)),
                     client_cpus: (!meta.http_clients.is_empty()).then(|| cpus(client_ns)),
-                    db_cpu_us_per_round_trip: (!meta.db_servers.is_empty() && round_trips > 0).then(|| db_ns as f64 / 1e3 / round_trips as f64),
+                    db_cpu_us_per_round_trip: (!meta.db_servers.is_empty() && round_trips > 0).then(|| {
+                        // The CPU of connections set up during the run is the set-ups' own
+                        // (`GainInputs::db_setup_cpu_us`), not the round trips'.
+                        let setups = profile.wire.as_ref().map_or(0, |w| w.pg.connections_timed);
+                        let exited: u64 = if setups > 0 { meta.db_servers.iter().map(|s| s.exited_cpu_ns).sum() } else { 0 };
+                        db_ns.saturating_sub(exited) as f64 / 1e3 / round_trips as f64
+                    }),
                 };
             }
         }
@@ -219,7 +232,7 @@ impl Bound {
                     None => "no HTTP client's (none found on this host: a load generator here whose connections closed before the end counts among the other processes)".to_string(),
                 },
                 match db_cpu_us_per_round_trip {
-                    Some(d) => format!("its round trips × the database server's {d:.1} µs of CPU per round trip (each alike: an upper bound for a ping)"),
+                    Some(d) => format!("its round trips × the database server's {d:.1} µs of CPU per round trip (each alike: an upper bound for a ping) and its connection set-ups × the server's CPU per set-up"),
                     None => "nothing for its round trips on the server".to_string(),
                 }
             ),
@@ -285,9 +298,12 @@ pub struct Gain {
 ///   samples with a driver (sqlx) frame on the stack (the app CPU of one round trip, spread
 ///   evenly); gain `1/(1-s) - 1`.
 /// - database CPU: `s` = the finding's extra round trips / all round trips (each round trip
-///   costing the server alike); costs without round trips give 0;
+///   costing the server alike); costs without round trips give 0; a finding with connection
+///   set-ups and the server's CPU per set-up measured takes that share of the server's CPU
+///   instead (`setup_db_gain`);
 /// - host CPU: `s` = (the finding's app CPU µs per request, as for latency, + its round trips
-///   × the database server's CPU per round trip) / the host's busy CPU per request;
+///   × the database server's CPU per round trip + its connection set-ups × the server's CPU
+///   per set-up) / the host's busy CPU per request;
 /// - latency: `d` = the finding's CPU µs per request + its database µs per request (its round
 ///   trips, or the connection wait a held transaction causes), gain `L/(L-d) - 1` with `L`
 ///   the mean latency.
@@ -316,6 +332,9 @@ pub fn predict(finding: &Finding, bound: &Bound, ctx: &GainInputs) -> Gain {
             mk(res, Some(cpu_share), None, g, format!("1/(1-{cpu_share:.4})-1 = {:.2}%", g * 100.0))
         }
         Bound::DbCpu { served_latency_us, .. } => {
+            if let Some(g) = setup_db_gain(finding, ctx, cpu_share) {
+                return mk("db_cpu", g.share, g.removed_us, g.gain_pct / 100.0, g.formula);
+            }
             let s = rt_share.unwrap_or(0.0);
             let g = cpu_bound_gain(s);
             let by_share = mk("db_cpu", Some(s), None, g, format!("1/(1-{s:.4})-1 = {:.2}% (share of round trips)", g * 100.0));
@@ -340,16 +359,19 @@ pub fn predict(finding: &Finding, bound: &Bound, ctx: &GainInputs) -> Gain {
         }
         Bound::HostCpu { cpu_us_per_request, db_cpu_us_per_round_trip, .. } => {
             let app = cpu_removed_us(finding, ctx, cpu_share);
-            let db = finding.round_trips_per_request.unwrap_or(0.0) * db_cpu_us_per_round_trip.unwrap_or(0.0);
+            let db = finding.round_trips_per_request.unwrap_or(0.0) * db_cpu_us_per_round_trip.unwrap_or(0.0) + setup_db_cpu_us(finding, ctx).unwrap_or(0.0);
             let s = if *cpu_us_per_request > 0.0 { ((app + db) / cpu_us_per_request).min(1.0) } else { 0.0 };
             let g = cpu_bound_gain(s);
-            mk(
-                "host_cpu",
-                Some(s),
-                Some(app + db),
-                g,
-                format!("1/(1-({app:.2}+{db:.2})/{cpu_us_per_request:.1})-1 = {:.2}% (app CPU + the server's CPU of its round trips, over the CPU per request of the app, its database and its clients)", g * 100.0),
-            )
+            let formula = format!("1/(1-({app:.2}+{db:.2})/{cpu_us_per_request:.1})-1 = {:.2}% (app CPU + the server's CPU of its round trips and connection set-ups, over the CPU per request of the app, its database and its clients)", g * 100.0);
+            // Freed of the cost, the host may still not run the app faster than its own CPU
+            // set allows.
+            match app_set_cap(ctx, app) {
+                Some((x_cap, x, c, a)) if x_cap / x - 1.0 < g => {
+                    let gc = (x_cap / x - 1.0).max(0.0);
+                    mk("host_cpu", Some(s), Some(app + db), gc, format!("min({formula}, C/(a-d)/X-1 = {c}/({a:.1}-{app:.1}) µs / {x:.1} req/s - 1 = {:.2}%: the app's own CPU set)", gc * 100.0))
+                }
+                _ => mk("host_cpu", Some(s), Some(app + db), g, formula),
+            }
         }
         Bound::Latency { latency_us, .. } | Bound::ServedLatency { latency_us, .. } => {
             let resource = if matches!(bound, Bound::Latency { .. }) { "latency" } else { "served_latency" };
@@ -357,6 +379,51 @@ pub fn predict(finding: &Finding, bound: &Bound, ctx: &GainInputs) -> Gain {
             let g = latency_bound_gain(*latency_us, d);
             mk(resource, None, Some(d), g, format!("{latency_us:.1}/({latency_us:.1}-{d:.2})-1 = {:.2}%", g * 100.0))
         }
+    }
+}
+
+/// The database servers' CPU per request a finding's connection set-ups take, µs: its set-ups
+/// per request (`connection_setups` of [`Finding::counts_per_request`]) × the servers' CPU per
+/// set-up ([`GainInputs::db_setup_cpu_us`]). `None` without either.
+fn setup_db_cpu_us(finding: &Finding, ctx: &GainInputs) -> Option<f64> {
+    let setups = finding.counts_per_request.get("connection_setups").copied().filter(|&n| n > 0.0)?;
+    Some(setups * ctx.db_setup_cpu_us?)
+}
+
+/// The gain of removing a finding's connection set-ups when the database's CPU is the bound:
+/// the share `s` of the servers' CPU per request their set-ups take (measured, not a share of
+/// the round trips: a set-up forks a server process and authenticates, far more than a round
+/// trip), `1/(1-s) - 1`, capped by the app's own CPU set once the database is freed:
+/// `X' <= C / (a - d)` with `C` the app's CPUs, `a` its accounted CPU per request and `d` the
+/// finding's app CPU per request, against the measured `X`. `None` for findings without
+/// set-ups, or without the servers' CPU per set-up and per request.
+fn setup_db_gain(finding: &Finding, ctx: &GainInputs, cpu_share: f64) -> Option<Gain> {
+    let d_db = setup_db_cpu_us(finding, ctx)?;
+    let all = ctx.db_cpu_us_per_request.filter(|&a| a > 0.0)?;
+    let s = (d_db / all).min(1.0);
+    let by_share = cpu_bound_gain(s);
+    let d_app = cpu_removed_us(finding, ctx, cpu_share);
+    let (g, formula) = match app_set_cap(ctx, d_app) {
+        Some((x_cap, x, c, a)) if x_cap / x - 1.0 < by_share => (
+            (x_cap / x - 1.0).max(0.0),
+            format!(
+                "min(1/(1-{d_db:.1}/{all:.1})-1, C/(a-d)/X-1) = {c}/({a:.1}-{d_app:.1}) µs / {x:.1} req/s - 1 = {:.2}% (the database's CPU of its connection set-ups over its CPU per request, capped by the app's CPU set once the database is freed)",
+                (x_cap / x - 1.0).max(0.0) * 100.0
+            ),
+        ),
+        _ => (by_share, format!("1/(1-{d_db:.1}/{all:.1})-1 = {:.2}% (the database's CPU of its connection set-ups over its CPU per request)", by_share * 100.0)),
+    };
+    Some(Gain { resource: "db_cpu".into(), share: Some(s), removed_us: Some(d_db), gain_pct: g * 100.0, predicted_req_per_s: None, formula })
+}
+
+/// What the app's own CPU set allows once a finding's app CPU `d` (µs per request) is gone,
+/// `X' <= C / (a - d)` with `C` its CPUs and `a` its accounted CPU per request: `(X' req/s,
+/// the measured X, C, a)`. `None` without the throughput, the app's CPU set or its CPU per
+/// request, or when `d` is all of it.
+fn app_set_cap(ctx: &GainInputs, d: f64) -> Option<(f64, f64, f64, f64)> {
+    match (ctx.req_per_s.filter(|&x| x > 0.0), ctx.app_capacity_cpus, ctx.app_cpu_us_per_request) {
+        (Some(x), Some(c), Some(a)) if a - d > 0.0 => Some((c * 1e6 / (a - d), x, c, a)),
+        _ => None,
     }
 }
 
@@ -449,6 +516,19 @@ pub struct GainInputs {
     pub cpu_us_per_request: Option<f64>,
     /// Measured throughput with the cost present, req/s.
     pub base_req_per_s: Option<f64>,
+    /// The database servers' CPU per connection set up, µs: the CPU of their processes that
+    /// exited during the run and of their roots ([`crate::profile::DbServer::exited_cpu_ns`])
+    /// over the connections the wire saw set up. An upper bound (each short-lived connection's
+    /// statements are in it). `None` without a server measured on this host or without a
+    /// set-up seen.
+    pub db_setup_cpu_us: Option<f64>,
+    /// The database servers' CPU per HTTP request, µs (all of it, set-ups included), when
+    /// measured on this host.
+    pub db_cpu_us_per_request: Option<f64>,
+    /// The app's CPU per HTTP request as the kernel accounted it (cgroup or /proc), µs.
+    pub app_cpu_us_per_request: Option<f64>,
+    /// CPUs the app may use ([`crate::profile::Meta::target_cpu_capacity`]).
+    pub app_capacity_cpus: Option<f64>,
 }
 
 /// One ranked finding.
@@ -481,11 +561,12 @@ pub struct Ranking {
     /// Where the request count came from (`wrk`, `wire`, `given`).
     pub requests_source: Option<String>,
     /// Measured throughput of the test, req/s: the load generator's when the caller gave one,
-    /// else the HTTP requests the wire decoded per second of its steady window (the stretch
-    /// under load, [`crate::wire::summary::SteadyWindow`]), else per second of the whole run.
+    /// else the HTTP requests the wire decoded per second under load (its steady window,
+    /// [`crate::wire::summary::SteadyWindow`], else its load window,
+    /// [`crate::wire::summary::LoadWindow`]), else per second of the whole run.
     pub base_req_per_s: Option<f64>,
     /// Where [`Ranking::base_req_per_s`] came from, for the reader (`given`, `wire: 3443
-    /// requests in the steady window of 4.40 s`, `wire: mean over the whole run of 10.09 s`).
+    /// requests in the steady window of 4.40 s`, `wire: 1290 requests in the load window of 5.80 s`, `wire: mean over the whole run of 10.09 s`).
     #[serde(default)]
     pub throughput_source: Option<String>,
     /// On-CPU samples.
@@ -630,6 +711,7 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
             http: crate::wire::summary::HttpSummary { requests: st.http_requests, ..Default::default() },
             pg: st.pg.clone(),
             steady: None,
+            load: None,
         },
         None => w.clone(),
     });
@@ -688,6 +770,12 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         driver_cpu_share: attr.app_share(driver_samples),
         cpu_us_per_request: attr.us_per_request(attr.samples as f64),
         base_req_per_s,
+        db_setup_cpu_us: db_setup_cpu_us(profile, opts.wire),
+        db_cpu_us_per_request: requests
+            .filter(|&n| n > 0 && !profile.meta.db_servers.is_empty())
+            .map(|n| profile.meta.db_servers.iter().map(|s| s.cpu_ns).sum::<u64>() as f64 / 1e3 / n as f64),
+        app_cpu_us_per_request: requests.filter(|&n| n > 0).and_then(|n| Some(profile.meta.target_cpu_ns? as f64 / 1e3 / n as f64)),
+        app_capacity_cpus: profile.meta.target_cpu_capacity.filter(|&c| c > 0.0),
     };
     let (found, generic_found): (Vec<Finding>, Vec<Finding>) = found.into_iter().partition(|f| f.kind == FindingKind::NamedCost);
     let mut ranked: Vec<RankedFinding> =
@@ -875,7 +963,7 @@ impl DbPerRequest {
             Some(st) => (
                 "steady",
                 Some((st.start_ns, st.end_ns)),
-                WireSummary { http: crate::wire::summary::HttpSummary { requests: st.http_requests, ..Default::default() }, pg: st.pg.clone(), steady: None },
+                WireSummary { http: crate::wire::summary::HttpSummary { requests: st.http_requests, ..Default::default() }, pg: st.pg.clone(), steady: None, load: None },
                 st.endpoints.clone(),
             ),
             None => ("capture", None, w.clone(), w.http.endpoints.iter().map(|e| (e.endpoint.clone(), e.requests)).collect()),
@@ -903,14 +991,23 @@ impl DbPerRequest {
     }
 }
 
+/// [`GainInputs::db_setup_cpu_us`]: the CPU the database servers' roots and their exited
+/// processes used, over the connections the wire saw set up; `None` without either.
+fn db_setup_cpu_us(profile: &Profile, wire: Option<&WireSummary>) -> Option<f64> {
+    let setups = wire.map_or(0, |w| w.pg.connections_timed);
+    let exited: u64 = profile.meta.db_servers.iter().map(|s| s.exited_cpu_ns).sum();
+    (setups > 0 && !profile.meta.db_servers.is_empty()).then(|| exited as f64 / 1e3 / setups as f64)
+}
+
 /// Without a load generator's figure, the throughput the wire saw: requests per second of its
-/// steady window when it has one (a run that attached before the load or outlived it would
-/// otherwise read its idle seconds as slowness: 387 req/s over a 10 s attach around 5 s of
-/// wrk at 778 req/s, whose steady window read 782), else of the whole run. Returns the
+/// steady window when it has one, else of its load window (a run that attached before the
+/// load or outlived it would otherwise read its idle seconds as slowness: 387 req/s over a
+/// 10 s attach around 5 s of wrk at 778 req/s, whose steady window read 782), else of the
+/// whole run. Returns the
 /// figure (req/s) and where it came from.
 fn wire_throughput(wire: Option<&WireSummary>, requests: Option<u64>, run_secs: f64) -> (Option<f64>, Option<String>) {
-    if let Some((x, n, secs)) = wire.and_then(WireSummary::steady_req_per_s) {
-        return (Some(x), Some(format!("wire: {n} requests in the steady window of {secs:.2} s")));
+    if let Some((x, n, secs, window)) = wire.and_then(WireSummary::load_req_per_s) {
+        return (Some(x), Some(format!("wire: {n} requests in the {window} of {secs:.2} s")));
     }
     match requests {
         Some(r) if run_secs > 0.0 => (Some(r as f64 / run_secs), Some(format!("wire: mean over the whole run of {run_secs:.2} s"))),

@@ -15,7 +15,9 @@
 //!   the start of the run ([`Snapshot::take`], before the server is known) and at its end: the
 //!   time of a backend that exited during the run has moved into its parent's `cutime` by
 //!   then, so per-request connections are counted without polling. Clock ticks are 10 ms
-//!   (`_SC_CLK_TCK` 100): the figure is exact to about 10 ms per process of the tree.
+//!   (`_SC_CLK_TCK` 100): the figure is exact to about 10 ms per process of the tree. The
+//!   root's own share of it and its exited children's (`DbServer::exited_cpu_ns`) is the
+//!   server's CPU of the connections set up and closed during the run.
 //! - **Its capacity.** The server's cgroup `cpu.max` and `cpuset.cpus.effective`, and its
 //!   affinity ([`crate::target::process_cpu_capacity`]).
 
@@ -69,11 +71,13 @@ pub fn measure(start: &Snapshot, netns_pids: impl IntoIterator<Item = u32>, port
         let Some(&root) = holders.iter().find(|pid| now.get(pid).is_none_or(|s| !holders.contains(&s.ppid))) else { continue };
         let Some(started) = start.processes.get(&root).map(|s| s.start_ticks) else { continue };
         let (Some(a), Some(b)) = (stat::tree_cpu_ticks(&start.processes, root, started), stat::tree_cpu_ticks(&now, root, started)) else { continue };
+        let own = |p: &BTreeMap<u32, ProcStat>| p.get(&root).map_or(0, |s| s.cpu_ticks + s.children_cpu_ticks);
         out.push(DbServer {
             port,
             pid: root,
             command: std::fs::read_to_string(format!("/proc/{root}/comm")).map(|c| c.trim().to_owned()).unwrap_or_default(),
             cpu_ns: b.saturating_sub(a) * ticks_ns,
+            exited_cpu_ns: own(&now).saturating_sub(own(&start.processes)) * ticks_ns,
             capacity_cpus: crate::target::process_cpu_capacity(root),
         });
     }
@@ -99,8 +103,9 @@ mod tests {
     use super::*;
 
     /// A process of this test listens on a port: it is found as that port's server, with the
-    /// CPU it burnt between the snapshot and the measure (the kernel's own count of the
-    /// process, read here through `getrusage`, is the reference).
+    /// CPU it and a child that exited burnt between the snapshot and the measure (the
+    /// kernel's own count of the process and of its reaped children, read here through
+    /// `getrusage`, is the reference).
     #[test]
     fn the_listener_of_a_port_is_found_with_its_cpu() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -120,8 +125,14 @@ mod tests {
         while super::super::current_thread_cpu_ns() - t < 300_000_000 {
             x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
         }
+        // A child that burns CPU and exits, reaped before the measure: its time moves into
+        // this process's cutime + cstime, among the CPU of processes that came and went.
+        let children_before = usage(libc::RUSAGE_CHILDREN);
+        let status = std::process::Command::new("sh").args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"]).status().expect("sh");
+        assert!(status.success());
         let servers = measure(&start, [u32::MAX, me], &[port, 1]);
         let burnt = usage(libc::RUSAGE_SELF) - before;
+        let children = usage(libc::RUSAGE_CHILDREN) - children_before;
         assert_eq!(servers.len(), 1, "{servers:?}");
         let s = &servers[0];
         assert_eq!((s.port, s.pid), (port, me));
@@ -129,7 +140,11 @@ mod tests {
         // this thread burnt, within the 10 ms ticks of /proc/PID/stat (two readings).
         let cpu = s.cpu_ns as f64 / 1e9;
         assert!(cpu + 0.02 >= 0.3, "{cpu} s of CPU for at least 0.3 s burnt");
-        assert!((cpu - burnt).abs() <= 0.1, "tree {cpu} s, getrusage {burnt} s");
+        assert!((cpu - burnt - children).abs() <= 0.1, "tree {cpu} s, getrusage {burnt} s + {children} s of children");
+        // The root's own CPU and its reaped children's: here the whole tree's.
+        let exited = s.exited_cpu_ns as f64 / 1e9;
+        assert!(children > 0.01, "the child burnt {children} s");
+        assert!((exited - burnt - children).abs() <= 0.1, "exited {exited} s, getrusage {burnt} s + {children} s of children");
         assert!(s.capacity_cpus.is_some_and(|c| c >= 1.0));
         drop(listener);
     }

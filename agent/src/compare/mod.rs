@@ -834,12 +834,12 @@ fn named_on_one_side(base: &BTreeMap<String, String>, head: &BTreeMap<String, St
 
 /// Throughput and latency from the two profiles' wire captures, for sides without measured
 /// runs (attach outputs without a `runs.json`): [`ROW_REQ_PER_S_WIRE`] from each side's steady
-/// window ([`crate::wire::WireSummary::steady_req_per_s`]) and [`ROW_LATENCY_WIRE`], the mean
-/// request-to-response time of the paired responses. One run per side, so their noise is
+/// window, else its load window ([`crate::wire::WireSummary::load_req_per_s`]), and
+/// [`ROW_LATENCY_WIRE`], the mean request-to-response time of the paired responses. One run per side, so their noise is
 /// unknown. Each row is left out unless both sides have its figure.
 fn wire_load_rows(pb: &Profile, ph: &Profile) -> Vec<Row> {
     let mut rows = Vec::new();
-    let rate = |p: &Profile| p.wire.as_ref().and_then(|w| w.steady_req_per_s()).map(|(x, _, _)| x);
+    let rate = |p: &Profile| p.wire.as_ref().and_then(|w| w.load_req_per_s()).map(|(x, ..)| x);
     if let (Some(b), Some(h)) = (rate(pb), rate(ph)) {
         rows.push(row(Section::Load, ROW_REQ_PER_S_WIRE, "req/s", b, h, None, true, None));
     }
@@ -893,7 +893,7 @@ fn noise_words(r: &Row) -> String {
 /// Name of the req/s row (measured runs).
 pub const ROW_REQ_PER_S: &str = "req/s";
 /// Name of the req/s row of sides without measured runs: HTTP requests per second of each
-/// profile's wire capture, in its steady window.
+/// profile's wire capture under load (its steady window, else its load window).
 pub const ROW_REQ_PER_S_WIRE: &str = "throughput (wire, steady window)";
 /// Name of the latency row of sides without measured runs: the wire capture's mean
 /// request-to-response time, ms.

@@ -116,6 +116,15 @@ pub struct DbServer {
     /// CPU time of its process tree during the run (backends that exited included), ns, to
     /// the 10 ms clock ticks of `/proc/PID/stat`.
     pub cpu_ns: u64,
+    /// The part of `cpu_ns` that the root process did itself (PostgreSQL's postmaster: its
+    /// accepts and forks) or that its children which exited during the run did (the root's
+    /// `cutime + cstime` grew by it when it reaped them), ns: the server's CPU of connections
+    /// set up and closed during the run, everything each of them served included. Over the
+    /// connections the wire saw set up it bounds a set-up's server CPU from above
+    /// (autovacuum workers, which also come and go, are in it too). 0 in profiles written
+    /// before it existed.
+    #[serde(default)]
+    pub exited_cpu_ns: u64,
     /// CPUs it may use ([`crate::target::process_cpu_capacity`]), when known.
     pub capacity_cpus: Option<f64>,
 }

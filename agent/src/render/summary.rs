@@ -558,7 +558,7 @@ mod tests {
             db_server_line(&meta).unwrap(),
             "database server CPU use: not measured (no process of this host listens on port 5432, 6432 in the target's network namespace)"
         );
-        meta.db_servers = vec![crate::profile::DbServer { port: 5432, pid: 42, command: "postgres".into(), cpu_ns: 5_000_000_000, capacity_cpus: Some(1.0) }];
+        meta.db_servers = vec![crate::profile::DbServer { port: 5432, pid: 42, command: "postgres".into(), cpu_ns: 5_000_000_000, exited_cpu_ns: 0, capacity_cpus: Some(1.0) }];
         assert_eq!(db_server_line(&meta).unwrap(), "database server CPU use: postgres (pid 42, port 5432) 5.00 s = 50.0% of one CPU, may use 1 CPUs");
     }
 }

@@ -249,6 +249,26 @@ pub struct WireSummary {
     /// existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steady: Option<SteadyWindow>,
+    /// The stretch under load ([`LoadWindow`]), whatever was set up in it: the throughput of a
+    /// capture without a steady window (a service that sets up a database connection for
+    /// every request has none). Absent with fewer than [`STEADY_MIN_REQUESTS`] requests in it,
+    /// and in profiles written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<LoadWindow>,
+}
+
+/// The stretch of a capture under load: its 100 ms buckets ([`BUCKET_NS`]) from the first
+/// with an HTTP request to the last, both left out (a load generator starts and stops inside
+/// them). A run that attached before the load or outlived it would otherwise read its idle
+/// seconds as slowness, and its CPU use under load as lower than it was.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadWindow {
+    /// Start of the window, ns after the capture's first decoded event.
+    pub start_ns: u64,
+    /// End of the window (exclusive), ns after the capture's first decoded event.
+    pub end_ns: u64,
+    /// HTTP request lines decoded in the window.
+    pub http_requests: u64,
 }
 
 /// Width of the time buckets the steady window is cut from, ns (100 ms).
@@ -356,6 +376,18 @@ impl WireSummary {
         let st = self.steady.as_ref()?;
         let secs = st.end_ns.saturating_sub(st.start_ns) as f64 / 1e9;
         (secs > 0.0 && st.http_requests > 0).then(|| (st.http_requests as f64 / secs, st.http_requests, secs))
+    }
+
+    /// The HTTP requests per second under load: of the steady window when there is one, else
+    /// of the [`LoadWindow`]. Returns `(req/s, requests, seconds, the window's name)`, the
+    /// name `"steady window"` or `"load window"`; `None` without either.
+    pub fn load_req_per_s(&self) -> Option<(f64, u64, f64, &'static str)> {
+        if let Some((x, n, secs)) = self.steady_req_per_s() {
+            return Some((x, n, secs, "steady window"));
+        }
+        let w = self.load.as_ref()?;
+        let secs = w.end_ns.saturating_sub(w.start_ns) as f64 / 1e9;
+        (secs > 0.0 && w.http_requests > 0).then(|| (w.http_requests as f64 / secs, w.http_requests, secs, "load window"))
     }
 
     /// The database figures per HTTP request, for `requests` requests (usually
@@ -605,6 +637,19 @@ impl Timeline {
             }
             _ => {}
         }
+    }
+
+    /// The load window (see [`LoadWindow`]), or `None` when it holds fewer than
+    /// [`STEADY_MIN_REQUESTS`] requests.
+    fn load(&self) -> Option<LoadWindow> {
+        let first = self.buckets.iter().position(|b| b.http_requests > 0)?;
+        let last = self.buckets.iter().rposition(|b| b.http_requests > 0)?;
+        let (a, end) = (first + 1, last);
+        if end <= a {
+            return None;
+        }
+        let requests: u64 = self.buckets[a..end].iter().map(|b| b.http_requests).sum();
+        (requests >= STEADY_MIN_REQUESTS).then(|| LoadWindow { start_ns: a as u64 * BUCKET_NS, end_ns: end as u64 * BUCKET_NS, http_requests: requests })
     }
 
     /// The steady window (see [`SteadyWindow`]), or `None` when no stretch holds
@@ -958,6 +1003,7 @@ impl SummaryBuilder {
             http: HttpSummary { requests: self.http_requests, responses: self.http_responses, endpoints, decode: http },
             pg: pgs,
             steady,
+            load: self.timeline.as_ref().and_then(|t| t.load()),
         }
     }
 }
