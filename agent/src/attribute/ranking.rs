@@ -43,15 +43,15 @@ pub enum Bound {
     },
     /// The host's CPUs are (nearly) full although neither the app's CPU set nor the
     /// database's is alone: the app or its database server may use every CPU of the host, and
-    /// they share them with each other, the clients and the rest ([`Bound::of_profile`]). The CPU that serves the
-    /// requests (the app's, the database servers' and the HTTP clients' found on this host)
-    /// gets what the rest leaves it, so its throughput = that CPU / its CPU per request; a
+    /// they share them with each other, the clients and the rest ([`Bound::of_profile`]). The
+    /// CPU that serves the requests (the app's, the database servers' and the HTTP clients'
+    /// found on this host) gets what the rest leaves it, so its throughput = that CPU / its CPU per request; a
     /// cost's share is the CPU it takes per request, the app's (sampled) plus its round trips ×
     /// the database server's CPU per round trip and its connection set-ups × the server's CPU
     /// per set-up, over that CPU per request; the gain is capped by what the app's own CPU set
-    /// allows without the cost's app CPU. The rest of the
-    /// host's busy time (a compile, another service) does not grow with the requests and is
-    /// left out: counted in, a host busy with other work made every cost look tiny.
+    /// allows without the cost's app CPU. The rest of the host's busy time (a compile, another
+    /// service) does not grow with the requests and is left out: counted in, a host busy with
+    /// other work made every cost look tiny.
     HostCpu {
         /// Mean busy CPUs of the host under load (everything on it).
         used_cpus: f64,
@@ -73,8 +73,9 @@ pub enum Bound {
         /// The database server's CPU per round trip on the wire, µs: its CPU over the run
         /// over all round trips (each alike: an upper bound for a ping, which costs the
         /// server less than a statement), without the CPU of connections set up and closed
-        /// during the run when the wire saw set-ups ([`GainInputs::db_setup_cpu_us`] holds it). `None` when the server's CPU was not measured:
-        /// round trips then take only the app's CPU.
+        /// during the run when the wire saw set-ups ([`GainInputs::db_setup_cpu_us`] holds
+        /// it). `None` when the server's CPU was not measured: round trips then take only the
+        /// app's CPU.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         db_cpu_us_per_round_trip: Option<f64>,
     },
@@ -127,8 +128,8 @@ impl Bound {
     /// The bound of a run without a load generator's figures (`profiler attach`, `profiler
     /// report`), from what the profile measured. CPU use under load is a process's CPU per
     /// HTTP request times the requests per second under load (the wire's steady window, else
-    /// its load window, [`WireSummary::load_req_per_s`]; else the mean over the run): the target's ([`Meta::target_cpu_ns`] against
-    /// [`Meta::target_cpu_capacity`]) and each database server's on this host
+    /// its load window, [`WireSummary::load_req_per_s`]; else the mean over the run): the
+    /// target's ([`Meta::target_cpu_ns`] against [`Meta::target_cpu_capacity`]) and each database server's on this host
     /// ([`Meta::db_servers`]). The busier of the two at or above [`SATURATED`] is the bound
     /// ([`Bound::AppCpu`], or [`Bound::DbCpu`] with the served latency as a cap); else the
     /// host's CPUs ([`Bound::HostCpu`], [`Meta::host_busy_ns`] the same way) when the app or a
@@ -153,10 +154,10 @@ impl Bound {
             return Bound::Unknown;
         }
         // Under load: the CPU per request times the requests per second of the wire's steady
-        // window, when it has one (a run longer than its load would otherwise count its idle
-        // seconds); else the mean over the run.
-        let steady = profile.wire.as_ref().filter(|w| w.http.requests > 0).and_then(|w| w.load_req_per_s().map(|(x, ..)| x / w.http.requests as f64));
-        let cpus = |ns: u64| steady.map_or(ns as f64 / 1e9 / secs, |per_request_x| ns as f64 / 1e9 * per_request_x);
+        // window, else of its load window (a run longer than its load would otherwise count
+        // its idle seconds); else the mean over the run.
+        let under_load = profile.wire.as_ref().filter(|w| w.http.requests > 0).and_then(|w| w.load_req_per_s().map(|(x, ..)| x / w.http.requests as f64));
+        let cpus = |ns: u64| under_load.map_or(ns as f64 / 1e9 / secs, |per_request_x| ns as f64 / 1e9 * per_request_x);
         let used = cpus(cpu_ns);
         let db = meta
             .db_servers
@@ -566,7 +567,8 @@ pub struct Ranking {
     /// [`crate::wire::summary::LoadWindow`]), else per second of the whole run.
     pub base_req_per_s: Option<f64>,
     /// Where [`Ranking::base_req_per_s`] came from, for the reader (`given`, `wire: 3443
-    /// requests in the steady window of 4.40 s`, `wire: 1290 requests in the load window of 5.80 s`, `wire: mean over the whole run of 10.09 s`).
+    /// requests in the steady window of 4.40 s`, `wire: 1290 requests in the load window of
+    /// 5.80 s`, `wire: mean over the whole run of 10.09 s`).
     #[serde(default)]
     pub throughput_source: Option<String>,
     /// On-CPU samples.
@@ -1003,8 +1005,7 @@ fn db_setup_cpu_us(profile: &Profile, wire: Option<&WireSummary>) -> Option<f64>
 /// steady window when it has one, else of its load window (a run that attached before the
 /// load or outlived it would otherwise read its idle seconds as slowness: 387 req/s over a
 /// 10 s attach around 5 s of wrk at 778 req/s, whose steady window read 782), else of the
-/// whole run. Returns the
-/// figure (req/s) and where it came from.
+/// whole run. Returns the figure (req/s) and where it came from.
 fn wire_throughput(wire: Option<&WireSummary>, requests: Option<u64>, run_secs: f64) -> (Option<f64>, Option<String>) {
     if let Some((x, n, secs, window)) = wire.and_then(WireSummary::load_req_per_s) {
         return (Some(x), Some(format!("wire: {n} requests in the {window} of {secs:.2} s")));

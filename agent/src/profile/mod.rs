@@ -120,8 +120,9 @@ pub struct DbServer {
     /// accepts and forks) or that its children which exited during the run did (the root's
     /// `cutime + cstime` grew by it when it reaped them), ns: the server's CPU of connections
     /// set up and closed during the run, everything each of them served included. Over the
-    /// connections the wire saw set up it bounds a set-up's server CPU from above
-    /// (autovacuum workers, which also come and go, are in it too). 0 in profiles written
+    /// connections the wire saw set up it bounds a set-up's server CPU from above: the
+    /// server's other short-lived processes (PostgreSQL's autovacuum and parallel query
+    /// workers) are in it too. 0 in profiles written
     /// before it existed.
     #[serde(default)]
     pub exited_cpu_ns: u64,
