@@ -835,8 +835,9 @@ fn named_on_one_side(base: &BTreeMap<String, String>, head: &BTreeMap<String, St
 /// Throughput and latency from the two profiles' wire captures, for sides without measured
 /// runs (attach outputs without a `runs.json`): [`ROW_REQ_PER_S_WIRE`] from each side's steady
 /// window, else its load window ([`crate::wire::WireSummary::load_req_per_s`]), and
-/// [`ROW_LATENCY_WIRE`], the mean request-to-response time of the paired responses. One run per side, so their noise is
-/// unknown. Each row is left out unless both sides have its figure.
+/// [`ROW_LATENCY_WIRE`], the mean request-to-response time of the paired responses. One run
+/// per side, so their noise is unknown. Each row is left out unless both sides have its
+/// figure.
 fn wire_load_rows(pb: &Profile, ph: &Profile) -> Vec<Row> {
     let mut rows = Vec::new();
     let rate = |p: &Profile| p.wire.as_ref().and_then(|w| w.load_req_per_s()).map(|(x, ..)| x);
