@@ -407,10 +407,7 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
             ))
         ));
         // The server's side of the set-ups, when its processes are measured on this host.
-        let servers = &ctx.profile.meta.db_servers;
-        let timed = ctx.profile.wire.as_ref().map_or(0, |w| w.pg.connections_timed);
-        if !servers.is_empty() && timed > 0 {
-            let exited: u64 = servers.iter().map(|s| s.exited_cpu_ns).sum();
+        if let Some((exited, timed)) = ctx.profile.connection_setup_server_cpu() {
             f.counts_per_request.insert("connection_setup_db_cpu_us".into(), exited as f64 / 1e3 / timed as f64 * c.per_request);
             f.evidence.push(format!(
                 "the database server's CPU per connection set up: at most {:.2} ms ({:.2} s of its processes that exited during the run and of its root, over {timed} set-ups; the statements of those connections are in it too)",

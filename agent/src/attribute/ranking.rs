@@ -199,8 +199,7 @@ impl Bound {
                     db_cpu_us_per_round_trip: (!meta.db_servers.is_empty() && round_trips > 0).then(|| {
                         // The CPU of connections set up during the run is the set-ups' own
                         // (`GainInputs::db_setup_cpu_us`), not the round trips'.
-                        let setups = profile.wire.as_ref().map_or(0, |w| w.pg.connections_timed);
-                        let exited: u64 = if setups > 0 { meta.db_servers.iter().map(|s| s.exited_cpu_ns).sum() } else { 0 };
+                        let exited = profile.connection_setup_server_cpu().map_or(0, |(ns, _)| ns);
                         db_ns.saturating_sub(exited) as f64 / 1e3 / round_trips as f64
                     }),
                 };
@@ -772,7 +771,7 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         driver_cpu_share: attr.app_share(driver_samples),
         cpu_us_per_request: attr.us_per_request(attr.samples as f64),
         base_req_per_s,
-        db_setup_cpu_us: db_setup_cpu_us(profile, opts.wire),
+        db_setup_cpu_us: profile.connection_setup_server_cpu().map(|(ns, setups)| ns as f64 / 1e3 / setups as f64),
         db_cpu_us_per_request: requests
             .filter(|&n| n > 0 && !profile.meta.db_servers.is_empty())
             .map(|n| profile.meta.db_servers.iter().map(|s| s.cpu_ns).sum::<u64>() as f64 / 1e3 / n as f64),
@@ -991,14 +990,6 @@ impl DbPerRequest {
             chunks_lost: 0,
         })
     }
-}
-
-/// [`GainInputs::db_setup_cpu_us`]: the CPU the database servers' roots and their exited
-/// processes used, over the connections the wire saw set up; `None` without either.
-fn db_setup_cpu_us(profile: &Profile, wire: Option<&WireSummary>) -> Option<f64> {
-    let setups = wire.map_or(0, |w| w.pg.connections_timed);
-    let exited: u64 = profile.meta.db_servers.iter().map(|s| s.exited_cpu_ns).sum();
-    (setups > 0 && !profile.meta.db_servers.is_empty()).then(|| exited as f64 / 1e3 / setups as f64)
 }
 
 /// Without a load generator's figure, the throughput the wire saw: requests per second of its

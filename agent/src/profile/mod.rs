@@ -716,6 +716,17 @@ pub struct Profile {
     pub endpoints: Option<EndpointSamples>,
 }
 
+impl Profile {
+    /// The database servers' CPU of the connections set up and closed during the run and the
+    /// set-ups the wire saw: `(ns, set-ups)`, the sum of [`DbServer::exited_cpu_ns`] and
+    /// [`crate::wire::summary::PgSummary::connections_timed`]. `None` without a server measured
+    /// on this host or without a set-up seen.
+    pub fn connection_setup_server_cpu(&self) -> Option<(u64, u64)> {
+        let setups = self.wire.as_ref().map_or(0, |w| w.pg.connections_timed);
+        (setups > 0 && !self.meta.db_servers.is_empty()).then(|| (self.meta.db_servers.iter().map(|s| s.exited_cpu_ns).sum(), setups))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Meta, SyscallWindows};
