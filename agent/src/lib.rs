@@ -20,6 +20,12 @@ pub mod target;
 pub mod unwind;
 pub mod wire;
 
+/// Whether `x` is its type's default: serde's `skip_serializing_if` for fields that files
+/// leave out when zero, empty or unset (they read back as the default).
+pub(crate) fn is_default<T: Default + PartialEq>(x: &T) -> bool {
+    *x == T::default()
+}
+
 /// `err` and its causes ([`std::error::Error::source`], outermost first) on one line, joined
 /// by `: `.
 ///

@@ -129,19 +129,11 @@ pub struct Finding {
     pub endpoints: Vec<EndpointShare>,
     /// Of the finding's measure, the part joined to no request (samples of threads serving
     /// none; wire work linked to no request).
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::is_default")]
     pub endpoints_unattributed: u64,
     /// What [`Finding::endpoints`] counts.
-    #[serde(default, skip_serializing_if = "is_default")]
+    #[serde(default, skip_serializing_if = "crate::is_default")]
     pub endpoints_measure: EndpointMeasure,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-fn is_default<T: Default + PartialEq>(x: &T) -> bool {
-    *x == T::default()
 }
 
 /// What a finding's [`EndpointShare::count`] counts.

@@ -59,13 +59,13 @@ pub struct StatementStats {
     /// Round trips that only prepared statements, this one among them (a driver that prepares
     /// a statement in a round trip of its own before executing it); 0 in a steady window,
     /// which leaves out buckets with preparations.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::is_default")]
     pub prepare_round_trips: u64,
     /// Round trips that only closed statements, this one among them (a driver that closes a
     /// statement it prepared for one execution, in a round trip of its own); 0 in a steady
     /// window, whose buckets do not track them (a driver that closes after each execution
     /// also prepares before it, and buckets with preparations are outside the window).
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::is_default")]
     pub close_round_trips: u64,
     /// Sum of the latencies of the answered round trips that executed it, ns. A round trip
     /// executing several shapes counts in full for each of them.
@@ -464,10 +464,6 @@ struct ShapeAcc {
     prepare_round_trips: u64,
     close_round_trips: u64,
     latency: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 impl StatementStats {
