@@ -656,3 +656,43 @@ fn a_statement_prepared_and_closed_around_each_execution() {
     assert_eq!(s.pg.round_trips, 6);
     assert_eq!(s.pg.decode.frontend.undecodable_bytes + s.pg.decode.backend.undecodable_bytes, 0);
 }
+
+/// tokio-postgres closes a dropped statement without waiting for the answer: its
+/// `Close/Sync` goes out and the next statement's `Parse/Describe/Sync` follows before the
+/// server answered the close. The prepare's latency starts at the close's answer, so the
+/// round trips' latencies add up to the time the connection had one outstanding (here
+/// 100..200 and 300..700 ns: 500 ns), not to the 590 ns that their send-to-answer spans add
+/// up to.
+#[test]
+fn a_round_trip_sent_before_the_previous_answer_waits_from_that_answer() {
+    let prepare = |name: &[u8]| {
+        let n = |tail: &[u8]| [name, b"\0", tail].concat();
+        let mut m = pg_msg(b'P', &n(b"SELECT name FROM items WHERE id = $1\0\0\0"));
+        m.extend(pg_msg(b'D', &[b"S", &n(b"")[..]].concat()));
+        m.extend(pg_msg(b'S', b""));
+        m
+    };
+    let mut described = pg_msg(b'1', b"");
+    described.extend(pg_msg(b't', b"\0\x01\0\0\0\x17"));
+    described.extend(pg_msg(b'n', b""));
+    described.extend(pg_msg(b'Z', b"I"));
+    let mut close = pg_msg(b'C', b"Ss1\0");
+    close.extend(pg_msg(b'S', b""));
+    let mut closed = pg_msg(b'3', b"");
+    closed.extend(pg_msg(b'Z', b"I"));
+    let chunks = vec![
+        chunk(100, Direction::Tx, &prepare(b"s1")),
+        chunk(200, Direction::Rx, &described),
+        chunk(300, Direction::Tx, &close),
+        chunk(310, Direction::Tx, &prepare(b"s2")),
+        chunk(400, Direction::Rx, &closed),
+        chunk(700, Direction::Rx, &described),
+    ];
+    let (s, ev) = decode(&chunks);
+    let rts = round_trips(&ev);
+    assert_eq!(kinds(&rts), "POP");
+    assert_eq!(rts.iter().map(|r| r.queued_ns).collect::<Vec<_>>(), vec![0, 0, 90]);
+    assert_eq!(rts.iter().map(|r| r.latency_ns()).collect::<Vec<_>>(), vec![Some(100), Some(100), Some(300)]);
+    assert_eq!(s.pg.round_trip_latency_total_ns, 500);
+    assert_eq!(s.pg.round_trips, 3);
+}

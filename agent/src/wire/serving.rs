@@ -833,6 +833,7 @@ mod tests {
             tid: 0,
             start_ns,
             end_ns: Some(start_ns + 15),
+            queued_ns: 0,
             kind: if statements.is_empty() { RoundTripKind::Ping } else { RoundTripKind::Execute },
             statements: statements.iter().map(|t| StatementShape::Sql { text: t.to_string(), truncated: false }).collect(),
             prepared: Vec::new(),

@@ -160,6 +160,13 @@ pub struct RoundTrip {
     pub start_ns: u64,
     /// When its ReadyForQuery was received, ns; `None` if the answer was not decoded.
     pub end_ns: Option<u64>,
+    /// Of `end_ns - start_ns`, the part it spent queued behind the connection's previous
+    /// round trip, ns: it was sent before that one's ReadyForQuery (pipelined, or a message
+    /// the driver did not wait for, like tokio-postgres' `Close` of a dropped statement).
+    /// The connection's answers come in order, so that part is the previous round trip's
+    /// time; 0 when it was sent after the previous answer.
+    #[serde(default, skip_serializing_if = "crate::is_default")]
+    pub queued_ns: u64,
     /// What it did.
     pub kind: RoundTripKind,
     /// Statements executed (Execute, or each statement of a simple Query), in order.
@@ -184,9 +191,13 @@ pub struct RoundTrip {
 }
 
 impl RoundTrip {
-    /// `end_ns - start_ns`, ns, when the answer was decoded.
+    /// The time its connection spent on it alone, ns, when the answer was decoded:
+    /// `end_ns - start_ns - queued_ns`, from its send (or from the previous round trip's
+    /// answer when it was queued behind it) to its ReadyForQuery. Summed over a connection's
+    /// round trips it is the time the connection had a round trip outstanding, each instant
+    /// counted once.
     pub fn latency_ns(&self) -> Option<u64> {
-        self.end_ns.map(|e| e.saturating_sub(self.start_ns))
+        self.end_ns.map(|e| e.saturating_sub(self.start_ns).saturating_sub(self.queued_ns))
     }
 }
 
@@ -338,6 +349,8 @@ struct Conn {
     realign: bool,
     /// When the client sent its first start-up message, ns, until the start-up completes.
     startup_ns: Option<u64>,
+    /// When the last round trip's ReadyForQuery was received, ns.
+    last_answer_ns: Option<u64>,
 }
 
 impl Conn {
@@ -355,6 +368,7 @@ impl Conn {
             txn: None,
             realign: false,
             startup_ns: None,
+            last_answer_ns: None,
         }
     }
 }
@@ -586,6 +600,7 @@ impl PgDecoder {
             tid: b.tid,
             start_ns: b.start_ns,
             end_ns: None,
+            queued_ns: 0,
             kind: b.kind(),
             statements: b.statements,
             prepared: b.prepared,
@@ -630,12 +645,15 @@ impl PgDecoder {
         };
         conn.phase = Phase::Ready;
         let status = TransactionStatus::from_byte(s);
+        let queued_ns = conn.last_answer_ns.filter(|&prev| prev > b.start_ns).map_or(0, |prev| prev.min(ts) - b.start_ns);
+        conn.last_answer_ns = Some(ts);
         let rt = RoundTrip {
             socket: conn.socket,
             pid: b.pid,
             tid: b.tid,
             start_ns: b.start_ns,
             end_ns: Some(ts),
+            queued_ns,
             kind: b.kind(),
             statements: b.statements,
             prepared: b.prepared,
