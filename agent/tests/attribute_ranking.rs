@@ -252,14 +252,15 @@ fn attach_bound_from_the_targets_cpu_set_and_the_wire() {
 /// A database server on the host (`Meta::db_servers`) bounds an attach when its CPU set is the
 /// busier one at or above 85%: the same regex-route figures (3,902 requests, 3,443 in a steady
 /// window of 4.4 s, the app at 0.43 of its 2 CPUs under load) with a PostgreSQL that used
-/// 5.0 s of CPU: 5.0 / 3902 × 782.5 = 1.003 CPUs under load, 1.003 of a 1-CPU set.
+/// 5.0 s of CPU: 5.0 / 3902 × 782.5 = 1.003 CPUs under load, more than its 1-CPU set can
+/// use, so read as the set full (1.00 of 1).
 #[test]
 fn attach_bound_from_the_database_servers_cpu() {
     use profiler::profile::DbServer;
     let mut p = regex_route_attach(2.0);
     let server = DbServer { port: 5432, pid: 42, command: "postgres".into(), cpu_ns: 5_000_000_000, exited_cpu_ns: 0, capacity_cpus: Some(1.0) };
     p.meta.db_servers = vec![server.clone()];
-    let db_used = 5.0 / 3902.0 * (3443.0 / 4.4);
+    let db_used = (5.0_f64 / 3902.0 * (3443.0 / 4.4)).min(1.0);
     let bound = Bound::of_profile(&p);
     match bound {
         Bound::DbCpu { used_cpus, capacity_cpus, served_latency_us } => {
@@ -399,11 +400,12 @@ fn a_database_server_spanning_the_host_makes_the_host_the_bound() {
     let g = predict(&f, &bound, &GainInputs { app_cpu_us_per_request: None, ..inputs });
     let s = (746.5 + setups * 10.32e6 / 1067.0) / per_request;
     assert!(close(g.gain_pct, (1.0 / (1.0 - s) - 1.0) * 100.0) && (g.gain_pct - 3340.0).abs() < 10.0, "{g:?}");
-    // The server confined to one CPU too: it is the bound itself (1.70 of 1 CPU); with half
-    // the CPU it is at 0.85 of 1.0, and nothing that serves the requests spans the host: the
-    // served latency.
+    // The server confined to one CPU too: it is the bound itself. Its CPU per request at the
+    // load's rate reads 1.70 CPUs, more than its one: CPU spent outside the load counted per
+    // request, read as the set full. With half the CPU it is at 0.85 of 1.0, and nothing that
+    // serves the requests spans the host: the served latency.
     p.meta.db_servers[0].capacity_cpus = Some(1.0);
-    assert!(matches!(Bound::of_profile(&p), Bound::DbCpu { .. }), "{:?}", Bound::of_profile(&p));
+    assert!(matches!(Bound::of_profile(&p), Bound::DbCpu { used_cpus, capacity_cpus, .. } if used_cpus == 1.0 && capacity_cpus == 1.0), "{:?}", Bound::of_profile(&p));
     p.meta.db_servers[0].cpu_ns = 5_000_000_000;
     assert!(matches!(Bound::of_profile(&p), Bound::ServedLatency { .. }), "{:?}", Bound::of_profile(&p));
 }

@@ -128,7 +128,8 @@ impl Bound {
     /// The bound of a run without a load generator's figures (`profiler attach`, `profiler
     /// report`), from what the profile measured. CPU use under load is a process's CPU per
     /// HTTP request times the requests per second under load (the wire's steady window, else
-    /// its load window, [`WireSummary::load_req_per_s`]; else the mean over the run): the
+    /// its load window, [`WireSummary::load_req_per_s`]; else the mean over the run), at most
+    /// the CPUs of its set: the
     /// target's ([`Meta::target_cpu_ns`] against [`Meta::target_cpu_capacity`]) and each database server's on this host
     /// ([`Meta::db_servers`]). The busier of the two at or above [`SATURATED`] is the bound
     /// ([`Bound::AppCpu`], or [`Bound::DbCpu`] with the served latency as a cap); else the
@@ -157,12 +158,17 @@ impl Bound {
         // window, else of its load window (a run longer than its load would otherwise count
         // its idle seconds); else the mean over the run.
         let under_load = profile.wire.as_ref().filter(|w| w.http.requests > 0).and_then(|w| w.load_req_per_s().map(|(x, ..)| x / w.http.requests as f64));
-        let cpus = |ns: u64| under_load.map_or(ns as f64 / 1e9 / secs, |per_request_x| ns as f64 / 1e9 * per_request_x);
-        let used = cpus(cpu_ns);
+        // A set cannot use more than its CPUs: a reading above (CPU the run spent outside its
+        // requests, e.g. before the load, counted per request at the load's rate) reads as full.
+        let cpus = |ns: u64, capacity: f64| under_load.map_or(ns as f64 / 1e9 / secs, |per_request_x| ns as f64 / 1e9 * per_request_x).min(capacity);
+        let used = cpus(cpu_ns, capacity);
         let db = meta
             .db_servers
             .iter()
-            .filter_map(|s| Some((cpus(s.cpu_ns), s.capacity_cpus.filter(|&c| c > 0.0)?)))
+            .filter_map(|s| {
+                let c = s.capacity_cpus.filter(|&c| c > 0.0)?;
+                Some((cpus(s.cpu_ns, c), c))
+            })
             .max_by(|a, b| (a.0 / a.1).total_cmp(&(b.0 / b.1)));
         let (ua, ud) = (used / capacity, db.map_or(0.0, |(u, c)| u / c));
         if ua >= SATURATED && ua >= ud {
@@ -184,7 +190,7 @@ impl Bound {
         let spans_host = |c: f64| c >= host_cpus - 0.01;
         let serving_spans_host = spans_host(capacity) || meta.db_servers.iter().any(|s| s.capacity_cpus.is_some_and(spans_host));
         if let Some(host_ns) = meta.host_busy_ns.filter(|_| host_cpus > 0.0 && serving_spans_host && requests > 0) {
-            let host = cpus(host_ns);
+            let host = cpus(host_ns, host_cpus);
             if host / host_cpus >= SATURATED {
                 let round_trips = profile.wire.as_ref().map_or(0, |w| w.pg.round_trips);
                 let db_ns: u64 = meta.db_servers.iter().map(|s| s.cpu_ns).sum();
@@ -194,8 +200,8 @@ impl Bound {
                     used_cpus: host,
                     capacity_cpus: host_cpus,
                     cpu_us_per_request: serving_ns as f64 / 1e3 / requests as f64,
-                    other_cpus: cpus(host_ns.saturating_sub(serving_ns)),
-                    client_cpus: (!meta.http_clients.is_empty()).then(|| cpus(client_ns)),
+                    other_cpus: cpus(host_ns.saturating_sub(serving_ns), host_cpus),
+                    client_cpus: (!meta.http_clients.is_empty()).then(|| cpus(client_ns, host_cpus)),
                     db_cpu_us_per_round_trip: (!meta.db_servers.is_empty() && round_trips > 0).then(|| {
                         // The CPU of connections set up during the run is the set-ups' own
                         // (`GainInputs::db_setup_cpu_us`), not the round trips'.
