@@ -338,6 +338,12 @@ pub fn evaluate(ctx: &Ctx<'_>, rule: &CostRule) -> Option<(Finding, Vec<usize>)>
                 _ => 1.0,
             };
             f.round_trips_per_request = Some(st.round_trips * gone * weight);
+            f.evidence.push(format!(
+                "the remedy keeps one execution per request: {:.2} of its {:.2} round trips per request go{} (the ranking's extra round trips)",
+                st.round_trips * gone,
+                st.round_trips,
+                if weight < 1.0 { format!(", {:.2} per request of the whole load", st.round_trips * gone * weight) } else { String::new() }
+            ));
             if st.latency_us_per_request > 0.0 {
                 f.db_latency_us_per_request = Some(st.latency_us_per_request * gone * weight);
             }

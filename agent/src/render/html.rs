@@ -232,8 +232,8 @@ fn finding_row(h: &mut String, c: &RankedFinding) {
 
 /// The first section: every run's named costs in one table, a header row per run.
 fn findings_section(h: &mut String, runs: &[RunView]) {
-    h.push_str(r#"<section id="findings"><h2>What to fix: named costs</h2><p class="note">Biggest predicted throughput gain first, per run. Open a row for its evidence, the code that pays it, its thread roles and frames. CPU share is of the app's on-CPU samples (the agent's own left out), with its standard error; µs are sampled CPU per HTTP request.</p>"#);
-    h.push_str(r#"<table class="findings"><thead><tr><th>#</th><th>cost</th><th>confidence</th><th>CPU share</th><th>CPU µs/req</th><th title="database round trips per request the cost adds (wire)">DB trips/req</th><th>predicted gain</th></tr></thead>"#);
+    h.push_str(r#"<section id="findings"><h2>What to fix: named costs</h2><p class="note">Biggest predicted throughput gain first, per run. Open a row for its evidence, the code that pays it, its thread roles and frames. CPU share is of the app's on-CPU samples (the agent's own left out), with its standard error; µs are the CPU sampled in the cost's own frames per HTTP request (a cost named from the wire alone has none: its gain counts its round trips, see its formula).</p>"#);
+    h.push_str(r#"<table class="findings"><thead><tr><th>#</th><th>cost</th><th>confidence</th><th>CPU share</th><th>CPU µs/req</th><th title="database round trips per request of the whole load that the remedy takes away (wire); an N+1 keeps one execution per request">extra DB trips/req</th><th>predicted gain</th></tr></thead>"#);
     let mut not_evaluated: Vec<(String, String, String)> = Vec::new();
     for run in runs {
         h.push_str("<tbody>");
@@ -249,7 +249,7 @@ fn findings_section(h: &mut String, runs: &[RunView]) {
                     escape(&r.bound.describe())
                 );
                 if r.costs.is_empty() {
-                    h.push_str(r#"<tr class="none"><td colspan="7">No named cost fired.</td></tr>"#);
+                    let _ = write!(h, r#"<tr class="none"><td colspan="7">{}</td></tr>"#, inline(&super::no_named_cost(r)));
                 }
                 for c in &r.costs {
                     finding_row(h, c);

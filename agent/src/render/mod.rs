@@ -99,6 +99,20 @@ pub(crate) fn unnamed_statements_note(per_request: &crate::wire::PerRequest) -> 
     })
 }
 
+/// The line a ranking without named costs shows in place of its table: "No named cost
+/// fired.", followed by [`unnamed_statements_note`] when statements prepared before the
+/// attach ran at least once per request (an N+1 the wire could not name may be among them).
+pub(crate) fn no_named_cost(r: &crate::attribute::Ranking) -> String {
+    no_named_cost_line(r.db_per_request.as_ref().map(|d| &d.per_request))
+}
+
+fn no_named_cost_line(per_request: Option<&crate::wire::PerRequest>) -> String {
+    match per_request.and_then(unnamed_statements_note) {
+        Some(note) => format!("No named cost fired. {note}"),
+        None => "No named cost fired.".to_string(),
+    }
+}
+
 fn seconds(ns: u64) -> String {
     format!("{:.1} s", ns as f64 / 1e9)
 }
@@ -300,7 +314,8 @@ mod tests {
     /// A fresh user's N+1 route without `--db-url`: the loop's one SELECT ran as 16 names, one
     /// per pooled connection, each below the finding's 5 per request (two of them here), beside
     /// a statement with its text. The note counts the names and their executions; none under
-    /// one execution per request.
+    /// one execution per request. A ranking without named costs says it where its table
+    /// would be.
     #[test]
     fn statements_prepared_before_the_attach_point_to_db_url() {
         let before = |name: &str, executions: f64| StatementPerRequest { shape: StatementShape::PreparedBeforeAttach { name: name.into(), connection: 0 }, executions, round_trips: executions };
@@ -309,7 +324,10 @@ mod tests {
         let note = super::unnamed_statements_note(&p).expect("a note");
         assert!(note.starts_with("2 statement names prepared before the attach ran 5.31 times per request"), "{note}");
         assert!(note.contains("`profiler attach --db-url URL`"), "{note}");
+        assert_eq!(super::no_named_cost_line(Some(&p)), format!("No named cost fired. {note}"));
         p.statements = vec![before("s2", 0.5), before("s3", 0.4)];
         assert!(super::unnamed_statements_note(&p).is_none());
+        assert_eq!(super::no_named_cost_line(Some(&p)), "No named cost fired.");
+        assert_eq!(super::no_named_cost_line(None), "No named cost fired.");
     }
 }

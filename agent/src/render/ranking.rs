@@ -97,9 +97,9 @@ pub fn markdown(r: &Ranking) -> String {
     }
     let _ = writeln!(s, "## Named costs\n");
     if r.costs.is_empty() {
-        let _ = writeln!(s, "No named cost fired.\n");
+        let _ = writeln!(s, "{}\n", super::no_named_cost(r));
     } else {
-        let _ = writeln!(s, "| rank | cost | confidence | samples | CPU share | CPU µs/req | round trips/req | predicted gain |");
+        let _ = writeln!(s, "| rank | cost | confidence | samples | CPU share | CPU µs/req | extra round trips/req | predicted gain |");
         let _ = writeln!(s, "|---:|---|---|---:|---:|---:|---:|---:|");
         for c in &r.costs {
             let f = &c.finding;
@@ -118,6 +118,7 @@ pub fn markdown(r: &Ranking) -> String {
                 pct(c.gain.gain_pct)
             );
         }
+        let _ = writeln!(s, "\nCPU µs/req: the CPU sampled in the cost's own frames per request (a cost named from the wire alone has none; its gain counts its round trips, see its formula). Extra round trips/req: the database round trips per request of the whole load that the remedy takes away (an N+1 keeps one execution per request); a finding's evidence gives the statement's own round trips, and the section below all of them.");
         let _ = writeln!(s);
         for c in &r.costs {
             let f = &c.finding;
@@ -302,7 +303,6 @@ pub fn markdown(r: &Ranking) -> String {
     s
 }
 
-
 /// The combined `ranking.md` of a `profiler bench` run: one section per profiled test
 /// (`(label, ranking)` in test order) with its bound, figures and costs, then the model.
 /// `costs` is the run's `--costs` list.
@@ -321,7 +321,7 @@ pub fn bench_markdown(costs: &str, rows: &[(String, Ranking)]) -> String {
             r.base_req_per_s.unwrap_or(0.0)
         );
         if r.costs.is_empty() {
-            let _ = writeln!(combined, "No named cost fired.\n");
+            let _ = writeln!(combined, "{}\n", super::no_named_cost(r));
             continue;
         }
         let _ = writeln!(combined, "| rank | cost | confidence | CPU µs/req | predicted gain |");
