@@ -45,7 +45,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 /// Every route with a request counter, in the order `/stats` lists them.
-pub const ROUTES: [&str; 31] = [
+pub const ROUTES: [&str; 33] = [
     "/case/regex-per-request",
     "/control/regex-static",
     "/case/blocking-sleep",
@@ -77,6 +77,8 @@ pub const ROUTES: [&str; 31] = [
     "/case/connection-before-wait",
     "/case/pretty-json",
     "/control/compact-json",
+    "/case/prepare-per-execution",
+    "/control/prepared-once",
 ];
 
 /// Items an order of the database routes has: `/case/n-plus-one` runs one `SELECT` for the
@@ -127,7 +129,7 @@ static REGEX: LazyLock<regex::Regex> = LazyLock::new(|| regex::Regex::new(LOG_LI
 static TALLY: LazyLock<Mutex<Tally>> = LazyLock::new(|| Mutex::new(Tally::new()));
 
 /// Per-route counters, indexed like [`ROUTES`].
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Stats {
     served: [AtomicU64; ROUTES.len()],
     /// Time `/case/connect-per-request` spent opening its connections, ns (the app's own
@@ -138,6 +140,12 @@ struct Stats {
     /// own clock: from `acquire` returning to the connection's drop, less the time inside each
     /// statement's `fetch_one`), and the checkouts.
     held: [(AtomicU64, AtomicU64); 3],
+}
+
+impl Default for Stats {
+    fn default() -> Stats {
+        Stats { served: std::array::from_fn(|_| AtomicU64::new(0)), connect: Default::default(), held: Default::default() }
+    }
 }
 
 impl Stats {
@@ -166,6 +174,9 @@ struct AppState {
     log_tx: OnceLock<Option<mpsc::Sender<String>>>,
     /// The database of the database routes, when `--database-url` was given.
     db: Option<sqlx::PgPool>,
+    /// tokio-postgres connections of the prepare routes, each with [`ITEM_PRICE`] prepared
+    /// once on it, taken round robin.
+    clients: Vec<(tokio_postgres::Client, tokio_postgres::Statement)>,
 }
 
 type Shared = Arc<AppState>;
@@ -179,12 +190,25 @@ pub fn app() -> Router {
     try_app(None).expect("cannot set up the field-cases fixtures")
 }
 
-/// Builds the router; see [`app`]. `db`: the pool of the database routes, already seeded
-/// ([`seed_db`]); without it they answer 503.
+/// The database of the database routes.
+pub struct Database {
+    /// sqlx's pool, already seeded ([`seed_db`]).
+    pub pool: sqlx::PgPool,
+    /// tokio-postgres connections of `/case/prepare-per-execution` and
+    /// `/control/prepared-once` ([`connect_clients`]).
+    pub clients: Vec<(tokio_postgres::Client, tokio_postgres::Statement)>,
+}
+
+/// Builds the router; see [`app`]. `db`: the database routes' connections; without it they
+/// answer 503.
 ///
 /// # Errors
 /// When the JSON fixture cannot be written to the temporary directory.
-pub fn try_app(db: Option<sqlx::PgPool>) -> anyhow::Result<Router> {
+pub fn try_app(db: Option<Database>) -> anyhow::Result<Router> {
+    let (db, clients) = match db {
+        Some(d) => (Some(d.pool), d.clients),
+        None => (None, Vec::new()),
+    };
     let mut catalog = tempfile::Builder::new().prefix("field-cases-catalog-").suffix(".json").tempfile()?;
     catalog.write_all(&catalog_json())?;
     catalog.flush()?;
@@ -201,6 +225,7 @@ pub fn try_app(db: Option<sqlx::PgPool>) -> anyhow::Result<Router> {
         brotli_body: brotli_body(),
         catalog,
         log_tx: OnceLock::new(),
+        clients,
         db,
     });
     Ok(Router::new()
@@ -238,6 +263,8 @@ pub fn try_app(db: Option<sqlx::PgPool>) -> anyhow::Result<Router> {
         .route("/case/connection-before-wait", get(connection_before_wait))
         .route("/stats/connect", get(connect_stats))
         .route("/stats/held", get(held_stats))
+        .route("/case/prepare-per-execution", get(prepare_per_execution))
+        .route("/control/prepared-once", get(prepared_once))
         .with_state(state))
 }
 
@@ -941,4 +968,60 @@ mod tests {
             assert_eq!(back, body);
         }
     }
+}
+
+// ---- /case/prepare-per-execution, /control/prepared-once ------------------------------------
+
+/// The statement of both prepare routes: one item's name and price.
+pub const ITEM_PRICE: &str = "SELECT name, price_cents FROM fc_items WHERE id = $1";
+
+/// Opens `n` tokio-postgres connections to `url` (no TLS), each driven by a task of its own,
+/// and prepares [`ITEM_PRICE`] once on each.
+///
+/// # Errors
+/// The first connection or preparation that failed.
+pub async fn connect_clients(url: &str, n: usize) -> Result<Vec<(tokio_postgres::Client, tokio_postgres::Statement)>, tokio_postgres::Error> {
+    let mut clients = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                eprintln!("tokio-postgres connection: {e}");
+            }
+        });
+        let statement = client.prepare(ITEM_PRICE).await?;
+        clients.push((client, statement));
+    }
+    Ok(clients)
+}
+
+/// The connection and item of request `n` (round robin over the clients).
+fn client_of(st: &AppState, n: u64) -> Option<(&(tokio_postgres::Client, tokio_postgres::Statement), i32)> {
+    let c = st.clients.get(n as usize % st.clients.len().max(1))?;
+    Some((c, (n % 1000 + 1) as i32))
+}
+
+fn item_response(rows: Result<Vec<tokio_postgres::Row>, tokio_postgres::Error>, id: i32) -> Response {
+    match rows {
+        Ok(rows) => {
+            let price: Option<i32> = rows.first().map(|r| r.get(1));
+            Json(serde_json::json!({ "item": id, "price_cents": price })).into_response()
+        }
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+/// [`ITEM_PRICE`] through tokio-postgres' `query` with the SQL text: the driver prepares an
+/// unnamed-by-the-app statement for this one execution (Parse/Describe/Sync, its own round
+/// trip), executes it (Bind/Execute/Sync) and closes it when the statement drops (Close/Sync,
+/// sent without waiting for the answer): three round trips for one execution.
+async fn prepare_per_execution(State(st): State<Shared>) -> Response {
+    let Some(((client, _), id)) = client_of(&st, st.stats.hit(31)) else { return no_db() };
+    item_response(client.query(ITEM_PRICE, &[&id]).await, id)
+}
+
+/// The same statement prepared once per connection at start-up: one round trip per request.
+async fn prepared_once(State(st): State<Shared>) -> Response {
+    let Some(((client, statement), id)) = client_of(&st, st.stats.hit(32)) else { return no_db() };
+    item_response(client.query(statement, &[&id]).await, id)
 }

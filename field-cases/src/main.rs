@@ -19,7 +19,8 @@ struct Args {
     /// `/control/join`); their tables are created and filled at start.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     database_url: Option<String>,
-    /// Connections of the database pool.
+    /// Connections of the database pool, and tokio-postgres connections of the prepare
+    /// routes.
     #[arg(long, default_value_t = 4)]
     db_connections: u32,
 }
@@ -35,7 +36,8 @@ fn main() -> anyhow::Result<()> {
             Some(url) => {
                 let pool = sqlx::postgres::PgPoolOptions::new().max_connections(args.db_connections).connect(url).await?;
                 field_cases::seed_db(&pool).await?;
-                Some(pool)
+                let clients = field_cases::connect_clients(url, args.db_connections as usize).await?;
+                Some(field_cases::Database { pool, clients })
             }
             None => None,
         };

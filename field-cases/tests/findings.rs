@@ -491,6 +491,52 @@ fn n_plus_one_queries_after_warm_up() {
     pg.stop().expect("stop postgres");
 }
 
+/// A statement prepared for each execution by tokio-postgres (`query` with SQL text: Parse,
+/// Bind/Execute, then a Close the driver does not wait for, on connections that pipeline the
+/// queries of concurrent requests): `prepare-per-execution` fires with its prepare-only and
+/// close-only round trips at 2 per execution that `pg_stat_statements` counted, the endpoint's
+/// round trips are 3 per execution (1 on the control, whose statement was prepared once per
+/// connection at start-up), and the endpoint's database time is within its latency: a round
+/// trip sent before its connection's previous answer waits only from that answer. Silent on
+/// the control.
+#[test]
+fn prepare_per_execution_with_tokio_postgres() {
+    if skip_unless_root() {
+        return;
+    }
+    let (pg, _url, app) = app_with_statement_counts();
+    for (route, fires) in [("/case/prepare-per-execution", true), ("/control/prepared-once", false)] {
+        common::wrk(&app.url(route), 2, 8);
+        pg.psql("fc", "SELECT pg_stat_statements_reset()").expect("reset");
+        let before = app.served(route);
+        let p = profile(&app, route, PROFILE_SECS, &[]);
+        let served = app.served(route) - before;
+        let calls = statement_calls(&pg, "fc", "SELECT name, price_cents FROM fc_items WHERE id = %");
+        let truth = calls as f64 / served as f64;
+        let got = ids(&p.ranking);
+        println!("{route}: {got:?}; pg_stat_statements: {calls} calls / {served} requests = {truth:.3}");
+        assert!((truth - 1.0).abs() < 0.02, "the route runs its statement once per request: {truth}");
+        let endpoint = format!("GET {route}");
+        let row = p.ranking["endpoints"].as_array().and_then(|a| a.iter().find(|e| e["endpoint"] == endpoint.as_str())).unwrap_or_else(|| panic!("{endpoint} not in the endpoint breakdown: {}", p.ranking["endpoints"]));
+        println!("  endpoint breakdown: {row}");
+        let rts = row["db_round_trips_per_request"].as_f64().unwrap();
+        let per_execution = if fires { 3.0 } else { 1.0 };
+        assert!((rts - per_execution * truth).abs() <= 0.03 * per_execution * truth, "{endpoint}: {rts} round trips per request, against {per_execution} x {truth} executions");
+        let (db_us, latency_us) = (row["db_us_per_request"].as_f64().unwrap(), row["latency_us"].as_f64().unwrap());
+        assert!(db_us <= latency_us, "{endpoint}: {db_us} µs of round trips per request, beyond its {latency_us} µs latency");
+        if !fires {
+            assert!(!got.contains(&"prepare-per-execution".to_string()), "fired on the control {route}: {got:?}");
+            continue;
+        }
+        let f = p.ranking["costs"].as_array().unwrap().iter().find(|c| c["id"] == "prepare-per-execution").unwrap_or_else(|| panic!("{route}: prepare-per-execution did not fire: {got:?}"));
+        let extra = f["counts_per_request"]["round_trips"].as_f64().unwrap();
+        println!("  {}\n  evidence: {}\n  gain: {}", f["title"], f["evidence"], f["gain"]);
+        assert!((extra - 2.0 * truth).abs() <= 0.03 * 2.0 * truth, "{extra} prepare-only and close-only round trips per request, against 2 x {truth} executions");
+    }
+    drop(app);
+    pg.stop().expect("stop postgres");
+}
+
 /// Sessions PostgreSQL has established to database `db` (`pg_stat_database.sessions`, counted
 /// by the server for every connection it accepted), read from another database so that the
 /// reading's own session is not one of them.
