@@ -139,7 +139,7 @@ _Static_assert(sizeof(struct offcpu_loop_stack) == 56, "offcpu_loop_stack is 56 
 struct syscall_stat {
 	__u64 count;     /* completed calls */
 	__u64 errors;    /* calls that returned a negative value (-EAGAIN included) */
-	__u64 eagain;    /* calls that returned -EAGAIN */
+	__u64 eagain;    /* calls that returned -EAGAIN or -EINPROGRESS (not ready yet) */
 	__u64 total_ns;  /* sum of entry-to-exit latencies, ns */
 	__u64 latency_log2_ns[LATENCY_BUCKETS];
 	__u64 bytes;     /* sum of the positive return values: the bytes moved by read/write-like calls */

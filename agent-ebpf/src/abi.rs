@@ -291,7 +291,8 @@ pub struct SyscallStat {
     pub count: u64,
     /// Calls that returned a negative value (`-EAGAIN` included).
     pub errors: u64,
-    /// Calls that returned `-EAGAIN`.
+    /// Calls that returned `-EAGAIN` or `-EINPROGRESS` (not ready yet: nonblocking I/O, a
+    /// nonblocking connect under way).
     pub eagain: u64,
     /// Sum of entry-to-exit latencies, ns.
     pub total_ns: u64,

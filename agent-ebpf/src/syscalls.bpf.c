@@ -21,6 +21,7 @@
 #include "filter.bpf.h"
 
 #define EAGAIN 11
+#define EINPROGRESS 115
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -134,7 +135,8 @@ int on_sys_exit(__u64 *ctx)
 		stat->total_ns += delta;
 		if (ret < 0) {
 			stat->errors += 1;
-			if (ret == -EAGAIN)
+			/* Not ready yet: nonblocking I/O, or a nonblocking connect under way. */
+			if (ret == -EAGAIN || ret == -EINPROGRESS)
 				stat->eagain += 1;
 		} else {
 			stat->bytes += ret;

@@ -68,7 +68,7 @@ fn errors_and_eagain_are_counted_apart() {
         return;
     }
     // The test process itself is the target: a nonblocking read of an empty pipe returns
-    // -EAGAIN, a close of a bad fd returns -EBADF.
+    // -EAGAIN, a close of a bad fd returns -EBADF, a nonblocking connect often -EINPROGRESS.
     let target = Target::Pid(std::process::id()).resolve().unwrap();
     let options = Options { offcpu: false, syscalls: true, syscalls_duty_pct: 100, wire: false, ..Default::default() };
     let collector = Collector::start(&target, &options).unwrap();
@@ -85,6 +85,28 @@ fn errors_and_eagain_are_counted_apart() {
         // SAFETY: closing an fd that is not open only returns EBADF.
         unsafe { libc::syscall(libc::SYS_close, 1_000_000) };
     }
+    // Nonblocking connects, as every async runtime makes them: those that return -1 with
+    // EINPROGRESS (the handshake under way; counted here by their own return values) are
+    // not ready, not failed.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = match listener.local_addr().unwrap() {
+        std::net::SocketAddr::V4(a) => a,
+        a => panic!("{a}"),
+    };
+    let sin = libc::sockaddr_in { sin_family: libc::AF_INET as libc::sa_family_t, sin_port: addr.port().to_be(), sin_addr: libc::in_addr { s_addr: u32::from(*addr.ip()).to_be() }, sin_zero: [0; 8] };
+    let mut in_progress = 0;
+    for _ in 0..20 {
+        // SAFETY: a new socket, a valid sockaddr_in of its size; the fd is closed below.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0);
+            assert!(fd >= 0);
+            let r = libc::syscall(libc::SYS_connect, fd, std::ptr::from_ref(&sin), std::mem::size_of::<libc::sockaddr_in>());
+            if r == -1 && *libc::__errno_location() == libc::EINPROGRESS {
+                in_progress += 1;
+            }
+            libc::close(fd);
+        }
+    }
     let profile = collector.finish(&target, None).unwrap();
     // SAFETY: our fds.
     unsafe {
@@ -96,6 +118,9 @@ fn errors_and_eagain_are_counted_apart() {
     let close = profile.syscalls.iter().find(|s| s.name == "close").expect("close");
     assert!(close.errors >= 7, "{close:?}");
     assert!(close.eagain <= close.errors);
+    let connect = profile.syscalls.iter().find(|s| s.name == "connect").expect("connect");
+    assert!(connect.count >= 20 && connect.eagain >= in_progress && connect.errors >= connect.eagain, "{in_progress} of 20 connects returned EINPROGRESS: {connect:?}");
+    drop(listener);
 }
 
 /// A thread of this process calls `getppid` once every `PACE`, counting its calls, while

@@ -440,7 +440,9 @@ pub struct SyscallStat {
     pub count: u64,
     /// Calls that returned an error (negative return value), `-EAGAIN` included.
     pub errors: u64,
-    /// Calls that returned `-EAGAIN` (nonblocking I/O with nothing ready), counted apart.
+    /// Calls that returned `-EAGAIN` (nonblocking I/O with nothing ready) or `-EINPROGRESS`
+    /// (a nonblocking connect under way, as every async runtime's connect returns), counted
+    /// apart: not failures.
     pub eagain: u64,
     /// Sum of latencies from entry to exit, ns.
     pub total_ns: u64,

@@ -410,13 +410,13 @@ pub fn summary(profile: &Profile) -> String {
         }
         let _ = writeln!(
             s,
-            "  {:<16} {:>10} {:>10} {:>8} {:>8} {:>9} {:>9} {:>9}",
-            "syscall", "calls", "calls/s", "errors", "EAGAIN", "mean µs", "p50 µs", "p99 µs"
+            "  {:<16} {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9}",
+            "syscall", "calls", "calls/s", "errors", "not ready", "mean µs", "p50 µs", "p99 µs"
         );
         for r in report.syscalls.iter().take(10) {
             let _ = writeln!(
                 s,
-                "  {:<16} {:>10} {:>10.1} {:>8} {:>8} {:>9} {:>9} {:>9}",
+                "  {:<16} {:>10} {:>10.1} {:>8} {:>9} {:>9} {:>9} {:>9}",
                 r.name,
                 r.count,
                 r.calls_per_sec,
@@ -427,6 +427,7 @@ pub fn summary(profile: &Profile) -> String {
                 us(r.p99_latency_ns)
             );
         }
+        let _ = writeln!(s, "  (errors: every negative return; not ready: the -EAGAIN and -EINPROGRESS among them, nonblocking calls that were not failures)");
     }
     s
 }

@@ -34,13 +34,13 @@ pub struct SyscallReport {
     pub traced_calls: u64,
     /// Calls that returned an error, `-EAGAIN` included (estimated like `count`).
     pub errors: u64,
-    /// Calls that returned `-EAGAIN` (estimated like `count`).
+    /// Calls that returned `-EAGAIN` or `-EINPROGRESS` (estimated like `count`).
     pub eagain: u64,
     /// Calls per second of run time (0 when the duration is unknown).
     pub calls_per_sec: f64,
     /// Errors per second of run time.
     pub errors_per_sec: f64,
-    /// `-EAGAIN` returns per second of run time.
+    /// `-EAGAIN` and `-EINPROGRESS` returns per second of run time.
     pub eagain_per_sec: f64,
     /// Sum of entry-to-exit latencies of the calls seen, ns.
     pub total_latency_ns: u64,
