@@ -213,6 +213,26 @@ fn global_locks_evidence_by_hand() {
     assert!(f.frames.iter().any(|x| x.frame == "myapp::limiter::Limiter::check"), "the caller is named: {:?}", f.frames);
 }
 
+/// Off-CPU waits in an app lock without on-CPU samples fire `global-locks` only when they come
+/// to at least 1 µs per request: the 4 waits of 80 µs over 1,000 requests of `with.txt`
+/// (0.08 µs per request, a lock taken to clone an `Arc`) do not; 4 waits of 2 ms (8 µs per
+/// request) do, with medium confidence.
+#[test]
+fn lock_waits_alone_fire_from_a_microsecond_per_request() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/attribute/costs/with.txt");
+    let text = std::fs::read_to_string(path).unwrap();
+    let samples = "on 3 start_thread;tokio::runtime::scheduler::multi_thread::worker::run;myapp::limiter::Limiter::check;std::sync::poison::mutex::Mutex<T>::lock;lock@/rustc/x/library/std/src/sys/sync/mutex/futex.rs\n";
+    assert!(text.contains(samples) && text.contains("\noff 4 80000 "));
+    let waits_only = text.replace(samples, "");
+    let (p, req) = parse("with-waits-only", &waits_only);
+    assert!(cost(&ranked(&p, req, None), "global-locks").is_none(), "0.08 µs of waits per request");
+    let (p, req) = parse("with-long-waits", &waits_only.replace("\noff 4 80000 ", "\noff 4 8000000 "));
+    let r = ranked(&p, req, None);
+    let f = cost(&r, "global-locks").expect("8 µs of waits per request");
+    assert_eq!((f.samples, f.confidence), (0, Confidence::Medium));
+    assert!(f.evidence[1].contains("4 waits (8000.0 µs in total, 8.000 µs per request)"), "{}", f.evidence[1]);
+}
+
 /// The agent's own cost is not the app's: samples in its uprobe trap (under the lock's fast
 /// path, where its lock counter sits) and in its BPF programs (under a syscall) are left out
 /// of the cost and of the CPU the cost's share is taken of. Measured on target-app's /json

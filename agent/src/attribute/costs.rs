@@ -1076,9 +1076,15 @@ pub fn spawn_per_request(ctx: &Ctx<'_>) -> Option<Finding> {
 /// when the run had its uprobe ([`super::ranking::add_call_counts`]).
 pub const SPAWNS_NOT_COUNTED: &str = "spawns per request are not counted (no uprobe on the spawn path by default): the frames show the pattern, not the count";
 
+/// Off-CPU time per request in the app's locks, µs, from which `global-locks` fires on its
+/// waits alone (with fewer than [`MIN_SAMPLES`] on-CPU samples): 1 µs, about the cost of the
+/// two context switches of one wait.
+pub const MIN_LOCK_WAIT_US_PER_REQUEST: f64 = 1.0;
+
 /// `global-locks`: process-wide locks taken by the app's own code on the hot path (frames of
 /// the catalog's `lock` frame set, [`super::catalog::LOCK`], whose nearest non-std caller is
-/// app code), and their futex waits off-CPU. Silent when the catalog has no `lock` set.
+/// app code), and their futex waits off-CPU. Silent when the catalog has no `lock` set, and on
+/// waits alone below [`MIN_LOCK_WAIT_US_PER_REQUEST`].
 pub fn global_locks(ctx: &Ctx<'_>) -> Option<Finding> {
     let lock = ctx.rules.frame_set(super::catalog::LOCK)?;
     let lib = regex!(r"^(std|core|alloc|lock_api|parking_lot|parking_lot_core)::");
@@ -1116,7 +1122,10 @@ pub fn global_locks(ctx: &Ctx<'_>) -> Option<Finding> {
             }
         }
     }
-    if samples < MIN_SAMPLES && waits == 0 {
+    // Waits alone fire only when they add up to a cost: a lock taken to clone an `Arc` waits
+    // now and then for a few µs, which no remedy would give back.
+    let wait_us_per_request = ctx.per_request(wait_ns as f64 / 1e3);
+    if samples < MIN_SAMPLES && (waits == 0 || wait_us_per_request.is_some_and(|u| u < MIN_LOCK_WAIT_US_PER_REQUEST)) {
         return None;
     }
     let confidence = if samples >= MIN_SAMPLES && waits > 0 {
