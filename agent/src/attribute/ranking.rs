@@ -227,7 +227,7 @@ impl Bound {
                 l / 1e3
             ),
             Bound::HostCpu { used_cpus, capacity_cpus, cpu_us_per_request, other_cpus, client_cpus, db_cpu_us_per_round_trip } => format!(
-                "the host's CPUs ({used_cpus:.2} of {capacity_cpus} busy under load; neither the app's nor the database's CPU alone is {:.0}% busy): gains are the cost's CPU over the {cpu_us_per_request:.1} µs of CPU per request that serve it (the app's, {}, {}), leaving out {other_cpus:.2} CPUs of other processes that do not grow with the requests; a cost's CPU is its app CPU plus {}",
+                "the host's CPUs ({used_cpus:.2} of {capacity_cpus} busy under load; neither the app's nor the database's CPU alone is {:.0}% busy): gains are the cost's CPU over the {cpu_us_per_request:.1} µs of CPU per request that serve it (the app's, {}, {}), leaving out {other_cpus:.2} CPUs of other processes, taken as not growing with the requests (an upstream service the app calls on this host does, and its CPU is not counted: gains read low); a cost's CPU is its app CPU plus {}",
                 SATURATED * 100.0,
                 match db_cpu_us_per_round_trip {
                     Some(_) => "its database server's",
