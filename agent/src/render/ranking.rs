@@ -33,12 +33,17 @@ that bounds the test:
   round trips (each round trip assumed to cost the server alike); app-CPU costs give 0.
 - **host CPUs** (`profiler attach`: the app may use every CPU of the host, which is ≥ 85% busy
   although neither CPU set alone is): s = (the cost's app CPU per request + its round trips ×
-  the database server's CPU per round trip) / the host's busy CPU per request.
+  the database server's CPU per round trip + its connection set-ups × the server's CPU per
+  set-up) / the CPU per request of the app, its database and its clients; the gain is capped
+  by what the app's own CPU set allows without the cost's app CPU.
 - **latency** (neither busy): a closed loop of N connections runs at N / L req/s (Little's law),
   so removing d µs of a request's latency L gives L/(L-d) - 1. d = the cost's sampled CPU µs per
   request + its database round-trip µs per request (wire).
 CPU per request is *sampled* CPU: samples × (1 / frequency) / requests; each share carries its
-binomial standard error sqrt(p(1-p)/n).";
+binomial standard error sqrt(p(1-p)/n).
+Each gain is computed with every other cost in place: gains do not add up, and removing one cost
+can change what another costs (a lock held across work may cost throughput only while something
+else fills the CPUs). Profile again after each fix.";
 
 /// "paid by ...": the rows of [`Finding::payers`] in one line; `None` when it has none.
 fn paid_by(f: &Finding) -> Option<String> {
