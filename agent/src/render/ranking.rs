@@ -190,7 +190,7 @@ pub fn markdown(r: &Ranking) -> String {
         let kinds: Vec<String> = d.round_trips_by_kind.iter().filter(|k| k.1 > 0.0).map(|(k, v)| format!("{v:.2} {k}")).collect();
         let _ = writeln!(
             s,
-            "- round trips: {:.2} ({}); back-to-back pings {:.2}\n- transactions: {:.2}; statement executions: {:.2}; round-trip time {:.1} µs\n",
+            "- round trips: {:.2} ({}); back-to-back pings {:.2}\n- transactions: {:.2}; statement executions: {:.2}; round-trip time per request {:.1} µs\n",
             p.round_trips,
             kinds.join(", "),
             d.pings_after_ping,
