@@ -141,9 +141,9 @@ fn report_renders_every_file_with_hand_computed_numbers() {
         "   11.8%         2  [unknown] (libfoo.so)",
         "    5.9%         1  _int_malloc",
         // calls/s = calls / 2 s; latencies in µs, see the README's table.
-        "  recvfrom               1200      600.0      700      700       1.0       0.5       2.0",
-        "  epoll_wait              600      300.0        0        0    2500.0    2097.2    4152.4",
-        "  sendto                  250      125.0        0        0       3.0       2.4      24.6",
+        "  recvfrom               1200      600.0      700       700       1.0       0.5       2.0",
+        "  epoll_wait              600      300.0        0         0    2500.0    2097.2    4152.4",
+        "  sendto                  250      125.0        0         0       3.0       2.4      24.6",
     ] {
         assert!(stdout.lines().any(|l| l == line), "missing line {line:?} in\n{stdout}");
     }
