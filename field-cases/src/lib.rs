@@ -1011,8 +1011,8 @@ fn item_response(rows: Result<Vec<tokio_postgres::Row>, tokio_postgres::Error>, 
     }
 }
 
-/// [`ITEM_PRICE`] through tokio-postgres' `query` with the SQL text: the driver prepares an
-/// unnamed-by-the-app statement for this one execution (Parse/Describe/Sync, its own round
+/// [`ITEM_PRICE`] through tokio-postgres' `query` with the SQL text: the driver prepares a
+/// statement of its own naming for this one execution (Parse/Describe/Sync, its own round
 /// trip), executes it (Bind/Execute/Sync) and closes it when the statement drops (Close/Sync,
 /// sent without waiting for the answer): three round trips for one execution.
 async fn prepare_per_execution(State(st): State<Shared>) -> Response {

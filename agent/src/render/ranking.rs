@@ -31,8 +31,8 @@ that bounds the test:
   s = its extra round trips / all round trips × the share of samples under the database driver.
 - **database CPU** (PostgreSQL's CPU set ≥ 85% busy): s = the cost's extra round trips / all
   round trips (each round trip assumed to cost the server alike); app-CPU costs give 0.
-- **host CPUs** (`profiler attach`: the app may use every CPU of the host, which is ≥ 85% busy
-  although neither CPU set alone is): s = (the cost's app CPU per request + its round trips ×
+- **host CPUs** (`profiler attach`: the app or its database may use every CPU of the host,
+  which is ≥ 85% busy although neither CPU set alone is): s = (the cost's app CPU per request + its round trips ×
   the database server's CPU per round trip + its connection set-ups × the server's CPU per
   set-up) / the CPU per request of the app, its database and its clients; the gain is capped
   by what the app's own CPU set allows without the cost's app CPU.
