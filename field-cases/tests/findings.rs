@@ -344,14 +344,19 @@ fn json_from_an_unbuffered_reader() {
     check("/case/json-from-reader");
 }
 
+/// Load of [`windowed_syscall_counts_per_request`], s.
+const WINDOWED_PROFILE_SECS: u64 = 12;
+
 /// Syscalls counted in the default windows (the first 25% of each second) give the per-request
 /// figures perf stat counts with every call seen: within 2% on a route of 2 reads per request,
-/// and within 10% on a route of 16,461 one-byte reads per request, which every traced call
-/// slows (calls per second inside the windows fall: a scaling by time alone read 10,413-10,479,
-/// 36% short). The scale is the share of the requests served inside the windows
-/// (`syscalls_scaled_by`), each request spread over its time; a request that straddles a window
-/// edge runs slower inside it, so its time there overstates its calls there: 15,057-15,444
-/// (-6.2% to -8.5%) in this test, -2% to -4% by hand with the same load.
+/// and within 6% on a route of 16,461 one-byte reads per request, which every traced call
+/// slows (calls per second inside the windows fall: a scaling by time alone read 9,634-10,773,
+/// 36% short). The scale is the share of the requests completed inside the windows
+/// (`syscalls_scaled_by`): 15,938-16,765 in eight runs of [`WINDOWED_PROFILE_SECS`]. Its noise is
+/// the requests in flight at the windows' edges (8 connections, 97-107 ms mean latency by wrk,
+/// against 250 ms windows): 6 s of load read 14,909-16,735 in nine runs, hence the longer load.
+/// Spreading each request over its time instead read 14,728-15,444: a request that straddles
+/// an edge runs slower inside the window, so its time there overstated its calls there.
 #[test]
 fn windowed_syscall_counts_per_request() {
     if skip_unless_root() {
@@ -362,7 +367,7 @@ fn windowed_syscall_counts_per_request() {
     for route in ["/control/json-from-slice", "/case/json-from-reader"] {
         let truth = exp.case.iter().flat_map(|c| &c.truth).find(|t| t.route == route && t.figure == "syscalls.read").unwrap_or_else(|| panic!("no syscalls.read truth on {route}"));
         assert_eq!(app.get(route).0, 200);
-        let p = profile(&app, route, PROFILE_SECS, &[]);
+        let p = profile(&app, route, WINDOWED_PROFILE_SECS, &[]);
         let r = &p.ranking;
         let got = r["syscalls_per_request"].as_array().and_then(|v| v.iter().find(|e| e[0] == "read")).and_then(|e| e[1].as_f64()).unwrap_or_else(|| panic!("no read per request on {route}: {}", r["syscalls_per_request"]));
         // What scaling by time alone gives, for the record: the calls counted times the run over
@@ -372,11 +377,15 @@ fn windowed_syscall_counts_per_request() {
         let counted = profile["syscalls"].as_array().and_then(|v| v.iter().find(|s| s["name"] == "read")).and_then(|s| s["count"].as_f64()).unwrap_or(0.0);
         let by_time = counted * meta["duration_ns"].as_f64().unwrap_or(0.0) / meta["syscall_windows"]["traced_ns"].as_f64().unwrap_or(f64::NAN) / r["requests"].as_f64().unwrap_or(f64::NAN);
         println!(
-            "{route}: {got:.4} reads per request (scaled by {}, share {:.4}); by time alone {by_time:.4}; perf stat {}",
-            r["syscalls_scaled_by"], r["syscalls_traced_share"].as_f64().unwrap_or(1.0), truth.value
+            "{route}: {got:.4} reads per request (scaled by {}, share {:.4}); by time alone {by_time:.4}; perf stat {}; wrk: {:.1} req/s, mean latency {:.2} ms",
+            r["syscalls_scaled_by"],
+            r["syscalls_traced_share"].as_f64().unwrap_or(1.0),
+            truth.value,
+            p.wrk.req_per_s,
+            p.wrk.mean_latency_ms
         );
         assert_eq!(r["syscalls_scaled_by"], "requests", "{route}: the windows' share of the requests was not used");
-        let tolerance = if truth.value > 100.0 { 0.10 } else { 0.02 };
+        let tolerance = if truth.value > 100.0 { 0.06 } else { 0.02 };
         assert!((got - truth.value).abs() <= tolerance * truth.value, "{route}: {got:.4} reads per request from windows, perf stat {} (more than {:.0}% apart)", truth.value, 100.0 * tolerance);
     }
 }
