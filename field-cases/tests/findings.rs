@@ -355,7 +355,7 @@ const WINDOWED_PROFILE_SECS: u64 = 12;
 /// (`syscalls_scaled_by`): 15,938-16,765 in eight runs of [`WINDOWED_PROFILE_SECS`]. Its noise is
 /// the requests in flight at the windows' edges (8 connections, 97-107 ms mean latency by wrk,
 /// against 250 ms windows): 6 s of load read 14,909-16,735 in nine runs, hence the longer load.
-/// Spreading each request over its time instead read 14,728-15,444: a request that straddles
+/// Spreading each request over its time instead read 14,728-15,444 (6 s): a request that straddles
 /// an edge runs slower inside the window, so its time there overstated its calls there.
 #[test]
 fn windowed_syscall_counts_per_request() {
