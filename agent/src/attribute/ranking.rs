@@ -607,7 +607,7 @@ pub struct Ranking {
     /// by its inverse. Absent when every call was counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub syscalls_traced_share: Option<f64>,
-    /// `"requests"` (the share of the HTTP requests the wire saw completed inside the windows:
+    /// `"requests"` (the share of the HTTP requests' work the wire saw done inside the windows:
     /// calls per request inside them) or `"time"` (the share of the run, without a wire
     /// capture); absent when every call was counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -186,7 +186,7 @@ pub struct Options {
     /// part of the run the caller knows is not the steady state (`profiler bench` raises it
     /// when the warm-up after the app's restart ends: the restart's one-off bursts, such as
     /// the dynamic loader's `newfstatat`s, would fall in a window or not). The counts are
-    /// scaled by the requests completed inside the windows, which the gate leaves right. Default
+    /// scaled by the requests served inside the windows, which the gate leaves right. Default
     /// is `None`: windows from the start.
     pub syscalls_gate: Option<Gate>,
     /// How on-CPU user stacks are unwound: see [`Unwind`] and [`dwarf`](self::dwarf).

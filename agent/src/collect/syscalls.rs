@@ -15,7 +15,7 @@
 //! window's span in `CLOCK_MONOTONIC` (the wire's clock) and their summed time
 //! ([`SyscallWindows::traced_ns`]); counts stay as counted in [`SyscallStat`] and readers scale
 //! them with [`Meta::syscall_scale`] into estimates for the whole run: by the share of the HTTP
-//! requests the wire saw completed inside the windows ([`SyscallWindows::request_share`]), else by
+//! requests' work the wire saw done inside the windows ([`SyscallWindows::request_share`]), else by
 //! run time over traced time. The windows slow a syscall-heavy target while they count (every
 //! call takes the slow path), and its requests slow with it: calls per request inside the
 //! windows stay true where calls per second do not. Latency percentiles need no scaling. Calls

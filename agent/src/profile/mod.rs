@@ -133,7 +133,7 @@ pub struct DbServer {
 impl Meta {
     /// Factor from the syscall counts of the profile ([`SyscallStat`], counted while the
     /// syscall programs were attached) to estimates for the whole run: `1 / request_share`
-    /// when the wire saw the requests completed inside the windows
+    /// when the wire saw the requests served inside the windows
     /// ([`SyscallWindows::request_share`]: calls per request inside the windows, which the
     /// windows' own slowdown does not bias), else `duration_ns / traced_ns`; 1.0 when they
     /// were attached all along (or the profile does not say). Multiply counts, errors and
@@ -179,9 +179,10 @@ pub struct SyscallWindows {
     /// Time the programs were attached, summed over the windows, ns (at most the run's
     /// `duration_ns`).
     pub traced_ns: u64,
-    /// Share (0..=1] of the HTTP requests the wire capture saw completed inside the windows:
-    /// each answered request weighs 1 at its response, an unanswered one at its request line
-    /// ([`crate::wire::spread`] says why not spread over its time). `None` when every call was
+    /// Share (0..=1] of the HTTP requests' work the wire capture saw done inside the windows:
+    /// a request of 1 ms or longer weighs its time inside at the windows' fitted slow-down, a
+    /// shorter one 1 at its response, an unanswered one 1 at its request line
+    /// ([`crate::wire::spread`] says why). `None` when every call was
     /// counted, without a wire capture or with fewer than
     /// [`crate::wire::spread::SPREAD_MIN_REQUESTS`] requests, and in profiles written before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
