@@ -313,7 +313,7 @@ fn attach_bound_from_the_hosts_cpus() {
     let per_request = 8.003e6 / 3902.0;
     let under_load = 3443.0 / 4.4 / 3902.0;
     match bound {
-        Bound::HostCpu { used_cpus, capacity_cpus, cpu_us_per_request, other_cpus, client_cpus, db_cpu_us_per_round_trip } => {
+        Bound::HostCpu { used_cpus, capacity_cpus, cpu_us_per_request, other_cpus, client_cpus, upstream_cpus: None, db_cpu_us_per_round_trip } => {
             assert!((used_cpus - 9.0 * under_load).abs() < 1e-9 && capacity_cpus == 2.0, "{bound:?}");
             assert!(close(cpu_us_per_request, per_request) && close(db_cpu_us_per_round_trip.unwrap(), 625.0), "{bound:?}");
             assert!(close(other_cpus, 0.997 * under_load) && close(client_cpus.unwrap(), 1.2 * under_load), "{bound:?}");
@@ -339,6 +339,20 @@ fn attach_bound_from_the_hosts_cpus() {
         Bound::HostCpu { db_cpu_us_per_round_trip, .. } => assert!(close(db_cpu_us_per_round_trip.unwrap(), 375.0)),
         b => panic!("{b:?}"),
     }
+    // An upstream service the app calls on this host used 0.5 s of the other 0.997 s: it
+    // serves the requests too (8.503 s, 2179.1 µs per request), the other processes keep
+    // 0.497 s, and the same ping's share shrinks to (20 + 2 × 375) / 2179.1.
+    p.meta.upstream_servers = vec![profiler::profile::UpstreamServer { port: 8081, pid: 44, command: "upstream".into(), cpu_ns: 500_000_000 }];
+    let bound = Bound::of_profile(&p);
+    match bound {
+        Bound::HostCpu { cpu_us_per_request, other_cpus, upstream_cpus, .. } => {
+            assert!(close(cpu_us_per_request, 8.503e6 / 3902.0) && close(other_cpus, 0.497 * under_load) && close(upstream_cpus.unwrap(), 0.5 * under_load), "{bound:?}");
+        }
+        b => panic!("{b:?}"),
+    }
+    assert!(bound.describe().contains("the servers' it calls on this host (0."), "{}", bound.describe());
+    let g = predict(&finding(4, 0.01, Some(20.0), Some(2.0), Some(600.0)), &bound, &GainInputs::default());
+    assert!(close(g.gain_pct, (1.0 / (1.0 - (20.0 + 750.0) / (8.503e6 / 3902.0)) - 1.0) * 100.0), "{g:?}");
 }
 
 /// An attach of field-cases' `/case/connect-per-request` (one run, 2026-12-07): the app pinned
@@ -452,7 +466,7 @@ fn connection_set_ups_take_the_servers_cpu_they_measured() {
     let g = predict(&finding(0, 0.0, None, Some(1.0), Some(600.0)), &bound, &inputs);
     assert!(close(g.gain_pct, (29_232.9 / (29_232.9 - 600.0) - 1.0) * 100.0), "{g:?}");
     // The host's CPUs: the set-ups' server CPU joins the app's and the round trips'.
-    let host = Bound::HostCpu { used_cpus: 1.9, capacity_cpus: 2.0, cpu_us_per_request: 9_000.0, other_cpus: 0.0, client_cpus: None, db_cpu_us_per_round_trip: Some(50.0) };
+    let host = Bound::HostCpu { used_cpus: 1.9, capacity_cpus: 2.0, cpu_us_per_request: 9_000.0, other_cpus: 0.0, client_cpus: None, upstream_cpus: None, db_cpu_us_per_round_trip: Some(50.0) };
     let g = predict(&f, &host, &inputs);
     assert!(close(g.gain_pct, (1.0 / (1.0 - (652.0 + 50.0 + 7_500.0) / 9_000.0) - 1.0) * 100.0), "{g:?}");
 }

@@ -44,8 +44,8 @@ pub enum Bound {
     /// The host's CPUs are (nearly) full although neither the app's CPU set nor the
     /// database's is alone: the app or its database server may use every CPU of the host, and
     /// they share them with each other, the clients and the rest ([`Bound::of_profile`]). The
-    /// CPU that serves the requests (the app's, the database servers' and the HTTP clients'
-    /// found on this host) gets what the rest leaves it, so its throughput = that CPU / its CPU per request; a
+    /// CPU that serves the requests (the app's, the database servers', the HTTP clients' and
+    /// the upstream servers' found on this host) gets what the rest leaves it, so its throughput = that CPU / its CPU per request; a
     /// cost's share is the CPU it takes per request, the app's (sampled) plus its round trips ×
     /// the database server's CPU per round trip and its connection set-ups × the server's CPU
     /// per set-up, over that CPU per request; the gain is capped by what the app's own CPU set
@@ -58,8 +58,9 @@ pub enum Bound {
         /// CPUs of the host.
         capacity_cpus: f64,
         /// The CPU that serves the requests per HTTP request of the target, µs: the app's,
-        /// the database servers' ([`crate::profile::Meta::db_servers`]) and the clients'
-        /// ([`crate::profile::Meta::http_clients`]).
+        /// the database servers' ([`crate::profile::Meta::db_servers`]), the clients'
+        /// ([`crate::profile::Meta::http_clients`]) and the upstream servers'
+        /// ([`crate::profile::Meta::upstream_servers`]).
         cpu_us_per_request: f64,
         /// Mean CPUs under load of the host's other processes, left out of
         /// `cpu_us_per_request` (0 in profiles of agents that counted them in).
@@ -70,6 +71,11 @@ pub enum Bound {
         /// a load generator on this host is then among the other processes).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         client_cpus: Option<f64>,
+        /// Mean CPUs under load of the servers on this host the target calls, other than its
+        /// databases ([`crate::profile::Meta::upstream_servers`]), counted in
+        /// `cpu_us_per_request`; `None` when none was found.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        upstream_cpus: Option<f64>,
         /// The database server's CPU per round trip on the wire, µs: its CPU over the run
         /// over all round trips (each alike: an upper bound for a ping, which costs the
         /// server less than a statement), without the CPU of connections set up and closed
@@ -195,13 +201,15 @@ impl Bound {
                 let round_trips = profile.wire.as_ref().map_or(0, |w| w.pg.round_trips);
                 let db_ns: u64 = meta.db_servers.iter().map(|s| s.cpu_ns).sum();
                 let client_ns: u64 = meta.http_clients.iter().map(|c| c.cpu_ns).sum();
-                let serving_ns = cpu_ns + db_ns + client_ns;
+                let upstream_ns: u64 = meta.upstream_servers.iter().map(|u| u.cpu_ns).sum();
+                let serving_ns = cpu_ns + db_ns + client_ns + upstream_ns;
                 return Bound::HostCpu {
                     used_cpus: host,
                     capacity_cpus: host_cpus,
                     cpu_us_per_request: serving_ns as f64 / 1e3 / requests as f64,
                     other_cpus: cpus(host_ns.saturating_sub(serving_ns), host_cpus),
                     client_cpus: (!meta.http_clients.is_empty()).then(|| cpus(client_ns, host_cpus)),
+                    upstream_cpus: (!meta.upstream_servers.is_empty()).then(|| cpus(upstream_ns, host_cpus)),
                     db_cpu_us_per_round_trip: (!meta.db_servers.is_empty() && round_trips > 0).then(|| {
                         // The CPU of connections set up during the run is the set-ups' own
                         // (`GainInputs::db_setup_cpu_us`), not the round trips'.
@@ -226,8 +234,8 @@ impl Bound {
                 "database CPU ({used_cpus:.2} of {capacity_cpus} CPUs used under load): gains are the cost's share of the round trips, capped by its cut in the mean request latency the wire measured ({:.3} ms; the server's CPU per message is not measured)",
                 l / 1e3
             ),
-            Bound::HostCpu { used_cpus, capacity_cpus, cpu_us_per_request, other_cpus, client_cpus, db_cpu_us_per_round_trip } => format!(
-                "the host's CPUs ({used_cpus:.2} of {capacity_cpus} busy under load; neither the app's nor the database's CPU alone is {:.0}% busy): gains are the cost's CPU over the {cpu_us_per_request:.1} µs of CPU per request that serve it (the app's, {}, {}), leaving out {other_cpus:.2} CPUs of other processes, taken as not growing with the requests (an upstream service the app calls on this host does, and its CPU is not counted: gains read low); a cost's CPU is its app CPU plus {}",
+            Bound::HostCpu { used_cpus, capacity_cpus, cpu_us_per_request, other_cpus, client_cpus, upstream_cpus, db_cpu_us_per_round_trip } => format!(
+                "the host's CPUs ({used_cpus:.2} of {capacity_cpus} busy under load; neither the app's nor the database's CPU alone is {:.0}% busy): gains are the cost's CPU over the {cpu_us_per_request:.1} µs of CPU per request that serve it (the app's, {}, {}, {}), leaving out {other_cpus:.2} CPUs of other processes, taken as not growing with the requests; a cost's CPU is its app CPU plus {}",
                 SATURATED * 100.0,
                 match db_cpu_us_per_round_trip {
                     Some(_) => "its database server's",
@@ -236,6 +244,10 @@ impl Bound {
                 match client_cpus {
                     Some(c) => format!("its HTTP clients' on this host ({c:.2} CPUs)"),
                     None => "no HTTP client's (none found on this host: a load generator here whose connections closed before the end counts among the other processes)".to_string(),
+                },
+                match upstream_cpus {
+                    Some(c) => format!("the servers' it calls on this host ({c:.2} CPUs; the CPU a cost makes them spend is not in the cost's)"),
+                    None => "no upstream server's (none found connected on this host at the end: one called on a new connection per request counts among the other processes, and gains then read high)".to_string(),
                 },
                 match db_cpu_us_per_round_trip {
                     Some(d) => format!("its round trips × the database server's {d:.1} µs of CPU per round trip (each alike: an upper bound for a ping) and its connection set-ups × the server's CPU per set-up"),

@@ -22,6 +22,7 @@
 
 pub mod clients;
 pub mod db_server;
+pub mod upstreams;
 mod dwarf;
 mod fp;
 pub mod pg_activity;
@@ -829,6 +830,14 @@ impl Collector {
             _ => Vec::new(),
         };
 
+        let upstream_servers = match (&self.processes_at_start, &wire_report) {
+            (Some(start), Some(report)) => {
+                let pids: Vec<u32> = target.pids().unwrap_or_default().into_iter().chain([target.main_pid]).collect();
+                upstreams::measure(start, &pids, &report.pg_server_ports)
+            }
+            _ => Vec::new(),
+        };
+
         let mut lost = LostCounters::default();
         let (mut on_cpu, unwind) = match self.on_cpu.take() {
             Some(OnCpu::Fp(sampler)) => (sampler.finish(&mut lost)?, None),
@@ -895,6 +904,7 @@ impl Collector {
             host_busy_ns: self.host_busy_at_start.zip(host_busy_at_end).map(|(a, b)| b.saturating_sub(a)),
             db_servers,
             http_clients,
+            upstream_servers,
         };
         Ok(RawProfile { meta, processes, on_cpu, off_cpu, syscalls, lost, wire, endpoints, maps: self.maps, bpf_symbols })
     }

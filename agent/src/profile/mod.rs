@@ -89,6 +89,26 @@ pub struct Meta {
     /// found here (clients on other hosts, or gone before the end).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub http_clients: Vec<HttpClient>,
+    /// The servers on this host that the target was connected to at the end of the run,
+    /// other than its databases (an upstream service it calls, a cache), with the CPU they
+    /// used during it ([`crate::collect::upstreams`]); empty when the wire was off or none
+    /// was found here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upstream_servers: Vec<UpstreamServer>,
+}
+
+/// A server on the target's host that the target calls, and the CPU its process tree used
+/// during a run ([`crate::collect::upstreams`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UpstreamServer {
+    /// The TCP port it listens on, the remote port of the target's connection.
+    pub port: u16,
+    /// Host pid of the root of its process tree.
+    pub pid: u32,
+    /// Its command name (`/proc/PID/comm`).
+    pub command: String,
+    /// CPU time of its process tree during the run, ns (10 ms clock ticks).
+    pub cpu_ns: u64,
 }
 
 /// A process on the target's host with connections to the target's listening ports, and the
