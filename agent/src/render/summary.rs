@@ -203,6 +203,24 @@ pub fn db_server_line(meta: &crate::profile::Meta) -> Option<String> {
     Some(format!("database server CPU use: {}", servers.join("; ")))
 }
 
+/// The servers on this host the target calls ([`crate::profile::Meta::upstream_servers`]) in
+/// one line: each one's CPU over the run (s, % of one CPU), e.g. `upstream servers' CPU use:
+/// api (pid 44, port 8081) 2.50 s = 25.0% of one CPU`. `None` when none was found.
+pub fn upstream_line(meta: &crate::profile::Meta) -> Option<String> {
+    if meta.upstream_servers.is_empty() {
+        return None;
+    }
+    let servers: Vec<String> = meta
+        .upstream_servers
+        .iter()
+        .map(|u| {
+            let share = if meta.duration_ns > 0 { format!(" = {:.1}% of one CPU", pct(u.cpu_ns, meta.duration_ns)) } else { String::new() };
+            format!("{} (pid {}, port {}) {:.2} s{share}", u.command, u.pid, u.port, u.cpu_ns as f64 / 1e9)
+        })
+        .collect();
+    Some(format!("upstream servers' CPU use: {}", servers.join("; ")))
+}
+
 /// The agent's own cost in one line (`agent footprint: ...`): time to attach (ms), the CPU
 /// of its own threads while attached (s and % of one CPU over the run) and of its whole
 /// process (%; the two differ inside `profiler bench`), its peak RSS when the
@@ -343,6 +361,9 @@ pub fn summary(profile: &Profile) -> String {
         }
     }
     if let Some(line) = db_server_line(meta) {
+        let _ = writeln!(s, "{line}");
+    }
+    if let Some(line) = upstream_line(meta) {
         let _ = writeln!(s, "{line}");
     }
     if let Some(line) = footprint_line(meta) {
@@ -561,5 +582,16 @@ mod tests {
         );
         meta.db_servers = vec![crate::profile::DbServer { port: 5432, pid: 42, command: "postgres".into(), cpu_ns: 5_000_000_000, exited_cpu_ns: 0, capacity_cpus: Some(1.0) }];
         assert_eq!(db_server_line(&meta).unwrap(), "database server CPU use: postgres (pid 42, port 5432) 5.00 s = 50.0% of one CPU, may use 1 CPUs");
+    }
+
+    #[test]
+    fn upstream_line_names_each_server_with_its_cpu() {
+        let mut meta = crate::profile::Meta { duration_ns: 10_000_000_000, ..Default::default() };
+        assert_eq!(upstream_line(&meta), None);
+        meta.upstream_servers = vec![
+            crate::profile::UpstreamServer { port: 8081, pid: 44, command: "api".into(), cpu_ns: 2_500_000_000 },
+            crate::profile::UpstreamServer { port: 6379, pid: 45, command: "redis-server".into(), cpu_ns: 100_000_000 },
+        ];
+        assert_eq!(upstream_line(&meta).unwrap(), "upstream servers' CPU use: api (pid 44, port 8081) 2.50 s = 25.0% of one CPU; redis-server (pid 45, port 6379) 0.10 s = 1.0% of one CPU");
     }
 }
