@@ -236,7 +236,7 @@ mod tests {
             s.request(start);
             s.answered(start, start + 100 * MS);
         }
-        // One window: two requests wholly inside it, fewer than SPREAD_MIN_LONG, so no
+        // One window: four requests reach into it, fewer than SPREAD_MIN_LONG, so no
         // slow-down; it holds the responses at 1.2, 1.3 and 1.4 s.
         let spans = [(1150 * MS, 1450 * MS)];
         assert_eq!(s.slow_down(&spans), None);
