@@ -188,7 +188,8 @@ const ALTERNATING_ROUNDS: u32 = 3;
 const ALTERNATING_SECS: u64 = 2;
 
 /// The throughput of `case` and of `control` on `app` without the agent, req/s: wrk -c8
-/// (as the profiles) on each in turn, [`ALTERNATING_ROUNDS`] times, requests over the time.
+/// (as the profiles) on each in turn, [`ALTERNATING_ROUNDS`] times; the mean of each route's
+/// rounds.
 /// Alternating keeps the machine's drift out of the ratio: one profiled run of each, back to
 /// back, measured a gain of +62% in a CI run where the model predicted +91% and runs by hand
 /// measure +93-97%.
