@@ -478,9 +478,14 @@ fn statement_calls(pg: &bench::pg::TempPostgres, db: &str, like: &str) -> u64 {
 /// A PostgreSQL server with `pg_stat_statements`, the seeded database `fc` and the app on it:
 /// (server, connection string, app).
 fn app_with_statement_counts() -> (bench::pg::TempPostgres, String, App) {
-    let pg = bench::pg::TempPostgres::start_with(&[("shared_preload_libraries", "pg_stat_statements")]).expect("postgres");
-    let url = pg.create_seeded_db("fc").expect("database");
-    pg.psql("fc", "CREATE EXTENSION pg_stat_statements").expect("extension");
+    // initdb, the server's start and the seeding take a CPU for seconds, which another test's
+    // measured app would lose: they run while no app runs.
+    let (pg, url) = common::alone(|| {
+        let pg = bench::pg::TempPostgres::start_with(&[("shared_preload_libraries", "pg_stat_statements")]).expect("postgres");
+        let url = pg.create_seeded_db("fc").expect("database");
+        pg.psql("fc", "CREATE EXTENSION pg_stat_statements").expect("extension");
+        (pg, url)
+    });
     let app = App::start_with_db(&url);
     (pg, url, app)
 }
