@@ -88,65 +88,50 @@ mod tests {
         assert!(upstream_ports(text, &[333].into_iter().collect(), &BTreeSet::new()).is_empty());
     }
 
-    /// A child process listens and burns CPU; this process, the target, holds a connection
-    /// to it: the child is found as an upstream with at least the CPU the kernel's count of
-    /// this process's reaped children (`getrusage(RUSAGE_CHILDREN)`) gives it.
+    /// A child process holds a listening socket and burns CPU; this process, the target, holds
+    /// a connection to it: the child is found as an upstream with the CPU the scheduler's own
+    /// count gives it (`/proc/PID/schedstat`, ns on a CPU: not the clock ticks of
+    /// `/proc/PID/stat` that the code reads).
     #[test]
     fn a_local_server_the_target_calls_is_an_upstream_with_its_cpu() {
-        use std::io::{BufRead, BufReader};
-        // The child (a shell running a tiny listener would need a tool the machine may lack)
-        // is this test binary itself, run as the listener below; libtest prints the test's
-        // name before its output on the same line.
-        let exe = std::env::current_exe().expect("test binary");
-        let mut child = std::process::Command::new(exe)
-            .args(["--exact", "collect::upstreams::tests::listener_child", "--ignored", "--nocapture", "--test-threads=1"])
-            .env("PROFILER_TEST_UPSTREAM_CHILD", "1")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("spawn the listener");
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let port: u16 = lines.by_ref().map_while(Result::ok).find_map(|l| l.rsplit_once("port ").and_then(|(_, p)| p.trim().parse().ok())).expect("the child's port");
-        // The run starts with the child running (servers that start later are left out).
-        let start = Snapshot::take();
-        let conn = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-        // The child burns 0.3 s of CPU once connected, then says so.
-        assert!(lines.by_ref().map_while(Result::ok).any(|l| l.contains("burnt")), "the child did not burn");
-        let found = measure(&start, &[std::process::id()], &[]);
-        drop(conn);
-        let _ = child.wait();
-        let up = found.iter().find(|u| u.port == port).unwrap_or_else(|| panic!("port {port} not among {found:?}"));
-        assert_eq!(up.pid, child.id());
-        assert!(up.cpu_ns as f64 / 1e9 + 0.02 >= 0.3, "{up:?}");
-        assert!(measure(&start, &[std::process::id()], &[port]).iter().all(|u| u.port != port), "an excluded port is left out");
-    }
-
-    /// The listener of [`a_local_server_the_target_calls_is_an_upstream_with_its_cpu`], run
-    /// only as its child (ignored otherwise): prints its port, accepts one connection, burns
-    /// 0.3 s of CPU, prints `burnt` and waits for the connection to close; it exits after 20 s
-    /// whatever happens, so that a failed parent leaves nothing behind.
-    #[test]
-    #[ignore = "the child process of a_local_server_the_target_calls_is_an_upstream_with_its_cpu"]
-    fn listener_child() {
-        use std::io::{Read, Write};
-        if std::env::var_os("PROFILER_TEST_UPSTREAM_CHILD").is_none() {
-            return;
-        }
-        std::thread::spawn(|| {
-            std::thread::sleep(std::time::Duration::from_secs(20));
-            std::process::exit(1);
-        });
+        use std::os::fd::AsRawFd;
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        println!("port {}", listener.local_addr().unwrap().port());
-        std::io::stdout().flush().unwrap();
-        let (mut conn, _) = listener.accept().unwrap();
-        let t = super::super::current_thread_cpu_ns();
-        let mut x = 0u64;
-        while super::super::current_thread_cpu_ns() - t < 300_000_000 {
-            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        let port = listener.local_addr().unwrap().port();
+        // The child inherits the listening socket (no close-on-exec), then this process closes
+        // its own copy: the child is the port's only holder. It burns CPU in the shell, then
+        // becomes `sleep` (same pid), still holding it.
+        // SAFETY: fcntl on an fd this process owns.
+        unsafe {
+            let fd = listener.as_raw_fd();
+            libc::fcntl(fd, libc::F_SETFD, libc::fcntl(fd, libc::F_GETFD) & !libc::FD_CLOEXEC);
         }
-        println!("burnt");
-        std::io::stdout().flush().unwrap();
-        let _ = conn.read(&mut [0u8; 1]);
+        let mut child = std::process::Command::new("sh").args(["-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; exec sleep 20"]).spawn().expect("sh");
+        drop(listener);
+        let pid = child.id();
+        let on_cpu_s = || std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok().and_then(|t| t.split_whitespace().next()?.parse::<f64>().ok()).map(|ns| ns / 1e9);
+        // The run starts with the child running (servers that start later are left out).
+        let (start, at_start) = (Snapshot::take(), on_cpu_s().expect("schedstat"));
+        let conn = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect: the child's backlog accepts it");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::fs::read_to_string(format!("/proc/{pid}/comm")).map_or(true, |c| c.trim() != "sleep") {
+            assert!(std::time::Instant::now() < deadline, "the child did not finish its loop");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let found = measure(&start, &[std::process::id()], &[]);
+        let burnt = on_cpu_s().expect("schedstat") - at_start;
+        let excluded = measure(&start, &[std::process::id()], &[port]);
+        drop(conn);
+        // Killed, not reaped: reaping would add its CPU to this process's children's, which
+        // other tests of this binary measure meanwhile. The zombie goes with the process.
+        let _ = child.kill();
+        std::mem::forget(child);
+        let up = found.iter().find(|u| u.port == port).unwrap_or_else(|| panic!("port {port} not among {found:?}"));
+        assert_eq!(up.pid, pid);
+        // Within the 10 ms ticks of /proc/PID/stat, read twice.
+        let cpu = up.cpu_ns as f64 / 1e9;
+        println!("upstream {}: {cpu:.3} s found, {burnt:.3} s by the scheduler", up.command);
+        assert!(burnt > 0.05, "the child burnt {burnt} s");
+        assert!((cpu - burnt).abs() <= 0.03, "{cpu} s found, the scheduler counted {burnt} s");
+        assert!(excluded.iter().all(|u| u.port != port), "an excluded port is left out: {excluded:?}");
     }
 }
