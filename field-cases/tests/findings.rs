@@ -191,8 +191,8 @@ const ALTERNATING_SECS: u64 = 2;
 /// (as the profiles) on each in turn, [`ALTERNATING_ROUNDS`] times; the mean of each route's
 /// rounds.
 /// Alternating keeps the machine's drift out of the ratio: one profiled run of each, back to
-/// back, measured a gain of +62% in a CI run where the model predicted +91% and runs by hand
-/// measure +93-97%.
+/// back, once measured a gain of +62% where the model predicted +91% and other runs measure
+/// +93-97%.
 fn alternating_req_per_s(app: &App, case: &str, control: &str) -> (f64, f64) {
     let mut sums = (0.0, 0.0);
     for _ in 0..ALTERNATING_ROUNDS {
@@ -385,7 +385,7 @@ const WINDOWED_PROFILE_SECS: u64 = 12;
 /// connections queued at the 2 workers, so each weighs its time inside at the windows' fitted
 /// slow-down, `profiler::wire::spread`): 15,638-16,608 in eight runs of
 /// [`WINDOWED_PROFILE_SECS`] against 250 ms windows. Counting each request at its response read
-/// 15,938-16,765 in eight runs by hand and 15,356 in one CI run; on the runs that read 3-5% low
+/// 15,356-16,765 in nine runs; on the runs that read 3-5% low
 /// both weightings agree within 1%, so that shortfall is not in the share (nor in lost
 /// `sys_exit`s: at most 3 a run), and what it is remains open; hence 8%, which scaling by time
 /// alone misses by far. Spreading each request evenly over its time read
