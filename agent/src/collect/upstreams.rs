@@ -34,28 +34,32 @@ pub fn upstream_ports(text: &str, own: &BTreeSet<u64>, exclude: &BTreeSet<u16>) 
 }
 
 /// The local servers the processes `target_pids` are connected to at the end of a run (not
-/// on `exclude`: the database ports), each with the CPU its process tree used between `start`
+/// on `exclude`: the database ports), in the network namespace of the first of them whose TCP
+/// tables can be read, each with the CPU its process tree used between `start`
 /// and now, most CPU first. Servers among the target's own processes are left out, and so are
 /// servers that were not running at `start`.
 pub fn measure(start: &Snapshot, target_pids: &[u32], exclude: &[u16]) -> Vec<UpstreamServer> {
     let targets: BTreeSet<u32> = target_pids.iter().copied().collect();
     let mut exclude: BTreeSet<u16> = exclude.iter().copied().collect();
-    let mut ports = BTreeSet::new();
-    let mut netns_pid = None;
-    for &pid in &targets {
-        let own = super::wire::socket_inodes(pid);
-        for table in ["tcp", "tcp6"] {
-            let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) else { continue };
-            netns_pid.get_or_insert(pid);
-            // The target's own listening ports: its clients' connections, not its upstreams.
-            exclude.extend(super::wire::parse_listening(&text, &own));
-            ports.extend(upstream_ports(&text, &own, &BTreeSet::new()));
-        }
-    }
-    let ports: Vec<u16> = ports.difference(&exclude).copied().collect();
-    let Some(netns_pid) = netns_pid.filter(|_| !ports.is_empty()) else {
+    // The tables of the network namespace of the first target process that has them, read
+    // once; the sockets of every target process.
+    let Some((netns_pid, tables)) = targets.iter().find_map(|&pid| {
+        let tables: Vec<String> = ["tcp", "tcp6"].iter().filter_map(|t| std::fs::read_to_string(format!("/proc/{pid}/net/{t}")).ok()).collect();
+        (!tables.is_empty()).then_some((pid, tables))
+    }) else {
         return Vec::new();
     };
+    let own: BTreeSet<u64> = targets.iter().flat_map(|&pid| super::wire::socket_inodes(pid)).collect();
+    let mut ports = BTreeSet::new();
+    for text in &tables {
+        // The target's own listening ports: its clients' connections, not its upstreams.
+        exclude.extend(super::wire::parse_listening(text, &own));
+        ports.extend(upstream_ports(text, &own, &BTreeSet::new()));
+    }
+    let ports: Vec<u16> = ports.difference(&exclude).copied().collect();
+    if ports.is_empty() {
+        return Vec::new();
+    }
     let mut out: Vec<UpstreamServer> = db_server::measure(start, [netns_pid], &ports)
         .into_iter()
         .filter(|s| !targets.contains(&s.pid))
