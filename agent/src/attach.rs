@@ -174,7 +174,7 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
     // The ranking: layers and named costs per request (requests from the wire capture, when it
     // saw HTTP traffic); the bound from the target's CPU use against its CPU set and the
     // wire's request latency (Bound::of_profile).
-    let ranking_opts = crate::attribute::RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: "" };
+    let ranking_opts = crate::attribute::RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: "", closed_loop: None };
     let ranking = crate::render::ranking::write_ranking(&profile, None, crate::attribute::Bound::of_profile(&profile), &ranking_opts, &out)
         .with_context(|| format!("cannot write ranking.md into {}", out.display()))?;
     let page = out.join("index.html");

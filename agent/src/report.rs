@@ -74,7 +74,7 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
             r
         }
         None => {
-            let opts = crate::attribute::RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: "" };
+            let opts = crate::attribute::RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: "", closed_loop: None };
             crate::render::ranking::write_ranking(&profile, None, crate::attribute::Bound::of_profile(&profile), &opts, &out)
                 .with_context(|| format!("cannot write ranking.md into {}", out.display()))?
         }

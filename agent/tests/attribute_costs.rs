@@ -80,7 +80,7 @@ fn parse(name: &str, text: &str) -> (Profile, u64) {
 
 fn ranked(p: &Profile, requests: u64, wire: Option<&WireSummary>) -> Ranking {
     let rules = RuleSet::builtin();
-    let opts = RankingOptions { rules: &rules, wire, base_req_per_s: Some(1000.0), label: "t" };
+    let opts = RankingOptions { rules: &rules, wire, base_req_per_s: Some(1000.0), label: "t", closed_loop: None };
     rank(p, Some(requests), Bound::Unknown, &opts)
 }
 
@@ -491,7 +491,7 @@ fn attach_throughput_is_the_steady_windows() {
         http_connection_buckets: None,
     });
     let rules = RuleSet::builtin();
-    let opts = RankingOptions { rules: &rules, wire: Some(&w), base_req_per_s: None, label: "" };
+    let opts = RankingOptions { rules: &rules, wire: Some(&w), base_req_per_s: None, label: "", closed_loop: None };
     let r = rank(&p, None, Bound::Unknown, &opts);
     assert_eq!(r.requests_source.as_deref(), Some("wire"));
     let x = r.base_req_per_s.unwrap();
@@ -544,7 +544,7 @@ fn transaction_profile_with(idle_us_per_request: u64, off: &str) -> Profile {
 fn idle_in_transaction_fires_only_with_idle_workers() {
     let rules = RuleSet::builtin();
     let fired = |p: &Profile, bound: Bound| {
-        let opts = RankingOptions { rules: &rules, wire: p.wire.as_ref(), base_req_per_s: Some(100.0), label: "t" };
+        let opts = RankingOptions { rules: &rules, wire: p.wire.as_ref(), base_req_per_s: Some(100.0), label: "t", closed_loop: None };
         let r = rank(p, Some(100), bound, &opts);
         r.costs.iter().map(|c| c.clone()).find(|c| c.finding.id == "idle-in-transaction")
     };
@@ -576,7 +576,7 @@ fn connection_held_idle_counts_the_hold_beyond_the_cpu() {
     let fired = |held_us: u64, parked_ns: u64| {
         let mut p = transaction_profile(0, parked_ns);
         p.endpoints.as_mut().unwrap().db[0].counts.held_idle_ns = held_us * 100 * 1_000;
-        let opts = RankingOptions { rules: &rules, wire: p.wire.as_ref(), base_req_per_s: Some(100.0), label: "t" };
+        let opts = RankingOptions { rules: &rules, wire: p.wire.as_ref(), base_req_per_s: Some(100.0), label: "t", closed_loop: None };
         rank(&p, Some(100), Bound::Unknown, &opts).costs.into_iter().find(|c| c.finding.id == "connection-held-idle")
     };
     let f = fired(3100, 900_000_000).expect("fires at 3.1 ms held per request");
@@ -601,7 +601,7 @@ fn worker_idle_share_from_kernel_calls_without_frame_pointers() {
     let rank_with = |off: &str| {
         let mut p = transaction_profile_with(0, off);
         p.endpoints.as_mut().unwrap().db[0].counts.held_idle_ns = 4000 * 100 * 1_000;
-        let opts = RankingOptions { rules: &rules, wire: p.wire.as_ref(), base_req_per_s: Some(100.0), label: "t" };
+        let opts = RankingOptions { rules: &rules, wire: p.wire.as_ref(), base_req_per_s: Some(100.0), label: "t", closed_loop: None };
         rank(&p, Some(100), Bound::Unknown, &opts)
     };
     let r = rank_with(short);
@@ -636,7 +636,7 @@ fn connection_per_request_counts_the_wire_set_up_time() {
     let latency = Bound::ServedLatency { used_cpus: 0.1, capacity_cpus: 2.0, latency_us: 10_000.0 };
     for (timed, gain) in [(100, 400.0), (0, (10.0 / 9.9 - 1.0) * 100.0)] {
         p.wire = Some(wire(timed));
-        let opts = RankingOptions { rules: &rules, wire: p.wire.as_ref(), base_req_per_s: Some(100.0), label: "t" };
+        let opts = RankingOptions { rules: &rules, wire: p.wire.as_ref(), base_req_per_s: Some(100.0), label: "t", closed_loop: None };
         let r = rank(&p, Some(100), latency.clone(), &opts);
         let f = r.costs.iter().find(|c| c.finding.id == "connection-per-request").unwrap_or_else(|| panic!("did not fire ({timed} timed)"));
         assert!((f.gain.gain_pct - gain).abs() < 0.01, "{timed} timed: {:?}", f.gain);
@@ -648,7 +648,7 @@ fn connection_per_request_counts_the_wire_set_up_time() {
     }
     // No connect calls: silent, whatever the wire saw (a pool's start-up).
     p.syscalls.clear();
-    let opts = RankingOptions { rules: &rules, wire: p.wire.as_ref(), base_req_per_s: Some(100.0), label: "t" };
+    let opts = RankingOptions { rules: &rules, wire: p.wire.as_ref(), base_req_per_s: Some(100.0), label: "t", closed_loop: None };
     assert!(rank(&p, Some(100), latency, &opts).costs.iter().all(|c| c.finding.id != "connection-per-request"));
 }
 
@@ -661,7 +661,7 @@ fn connection_per_request_counts_the_wire_set_up_time() {
 fn unexplained_wait_when_the_rest_dominates_an_endpoint() {
     let rules = RuleSet::builtin();
     let waits = |p: &Profile| {
-        let opts = RankingOptions { rules: &rules, wire: p.wire.as_ref(), base_req_per_s: Some(100.0), label: "t" };
+        let opts = RankingOptions { rules: &rules, wire: p.wire.as_ref(), base_req_per_s: Some(100.0), label: "t", closed_loop: None };
         rank(p, Some(100), Bound::Unknown, &opts).generic.into_iter().filter(|f| f.id == "unexplained-wait").collect::<Vec<_>>()
     };
     let p = transaction_profile(0, 900_000_000);
@@ -725,7 +725,7 @@ fn a_contended_locks_futex_wait_is_a_lock_wait_without_frame_pointers() {
     let rules = RuleSet::builtin();
     let rank_with = |off: &str| {
         let p = transaction_profile_with(0, off);
-        let opts = RankingOptions { rules: &rules, wire: p.wire.as_ref(), base_req_per_s: Some(100.0), label: "t" };
+        let opts = RankingOptions { rules: &rules, wire: p.wire.as_ref(), base_req_per_s: Some(100.0), label: "t", closed_loop: None };
         rank(&p, Some(100), Bound::Unknown, &opts)
     };
     let r = rank_with(&off);
@@ -759,7 +759,7 @@ fn a_blocking_read_without_a_caller_frame_is_a_blocking_call() {
     );
     let rules = RuleSet::builtin();
     let p = transaction_profile_with(0, &off);
-    let opts = RankingOptions { rules: &rules, wire: p.wire.as_ref(), base_req_per_s: Some(100.0), label: "t" };
+    let opts = RankingOptions { rules: &rules, wire: p.wire.as_ref(), base_req_per_s: Some(100.0), label: "t", closed_loop: None };
     let r = rank(&p, Some(100), Bound::Unknown, &opts);
     let f = r.costs.iter().map(|c| &c.finding).find(|f| f.id == "blocking-call-on-worker").expect("blocking-call-on-worker fires on the read");
     assert!(close(f.counts_per_request["waits"], 1.0) && close(f.counts_per_request["blocked_us"], 2000.0), "{:?}", f.counts_per_request);

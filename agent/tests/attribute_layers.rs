@@ -110,7 +110,7 @@ fn without_app_rules_the_auth_layer_is_unknown_code() {
 #[test]
 fn generic_findings_by_hand() {
     let (p, rules) = fixture();
-    let opts = RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: "fixture" };
+    let opts = RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: "fixture", closed_loop: None };
     let r = rank(&p, Some(500), Bound::Unknown, &opts);
     // The one named cost: the JWT decode (sha2 in the crypto layer below it) runs 40 samples × 10,000 µs / 500
     // requests = 800 µs per request on the runtime's workers, above the 500 µs of

@@ -111,7 +111,7 @@ fn writes_ranking_md_and_json() {
     let rules = RuleSet::builtin();
     let dir = tempfile::tempdir().unwrap();
     let bound = Bound::Latency { connections: 64, latency_us: 5000.0 };
-    let opts = RankingOptions { rules: &rules, wire: None, base_req_per_s: Some(12_800.0), label: "json" };
+    let opts = RankingOptions { rules: &rules, wire: None, base_req_per_s: Some(12_800.0), label: "json", closed_loop: None };
     let r = write_ranking(&p, Some(500), bound, &opts, dir.path()).unwrap();
     let md = std::fs::read_to_string(dir.path().join("ranking.md")).unwrap();
     assert!(md.starts_with("# Ranking of named costs: json (pid 100)\n"), "{md}");
@@ -159,6 +159,15 @@ fn bench_rankings_use_wrk_requests_and_the_measured_bound() {
     assert_eq!(db["bound"]["connections"], 64);
     assert!((db["bound"]["latency_us"].as_f64().unwrap() - 11024.7).abs() < 1e-6);
     assert!((db["base_req_per_s"].as_f64().unwrap() - results.tests[1].req_per_s).abs() < 1e-6);
+    // The closed loop from the median run: wrk's 64 connections, the app's CPU use over its
+    // req/s on its one CPU, PostgreSQL's on its one, and a delay that gives that req/s.
+    let m = results.tests[1].median();
+    let model: profiler::attribute::closed_loop::ClosedLoop = serde_json::from_value(db["closed_loop"].clone()).unwrap();
+    assert_eq!(model.customers, 64);
+    assert!((model.stations[0].demand_us - m.app.cpu * 1e6 / m.wrk.req_per_s).abs() < 1e-6 && model.stations[0].servers == 1.0, "{model:?}");
+    assert!((model.stations[1].demand_us - m.postgres.as_ref().unwrap().cpu * 1e6 / m.wrk.req_per_s).abs() < 1e-6, "{model:?}");
+    assert!((model.model_req_per_s - m.wrk.req_per_s).abs() < 1e-3 * m.wrk.req_per_s && model.delay_us > 0.0, "{model:?}");
+    assert!(db["costs"].as_array().unwrap().iter().all(|c| c["gain"]["resource"] == "closed_loop"), "{}", db["costs"]);
     let combined = std::fs::read_to_string(out.path().join("ranking.md")).unwrap();
     for t in ["## json: latency", "## db: latency", "## deals-create: latency", "| `pool-ping` |", "Little's law"] {
         assert!(combined.contains(t), "{t} missing in:\n{combined}");

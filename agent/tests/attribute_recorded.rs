@@ -35,7 +35,7 @@ fn ranking(name: &str, rules: &RuleSet) -> Ranking {
         r["connections"].as_u64().unwrap() as u32,
         r["median_latency_mean_us"].as_f64().unwrap(),
     );
-    let opts = RankingOptions { rules, wire: None, base_req_per_s: r["median_req_per_s"].as_f64(), label: name };
+    let opts = RankingOptions { rules, wire: None, base_req_per_s: r["median_req_per_s"].as_f64(), label: name, closed_loop: None };
     rank(&p, r["profiled_requests"].as_u64(), bound, &opts)
 }
 
@@ -143,7 +143,7 @@ fn wire_capture_counts_pings_per_request() {
         // Ground truth (target-app cost tests): 2 pings per checkout with the cost, one of them
         // on release; db and deals-create check out one connection per request.
         assert_eq!(w.pg.pings, 2 * requests, "{t}");
-        let opts = RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: t };
+        let opts = RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: t, closed_loop: None };
         let r = rank(&p, None, Bound::Unknown, &opts);
         assert_eq!((r.requests, r.requests_source.as_deref()), (Some(requests), Some("wire")));
         assert!(r.not_evaluated.is_empty());
@@ -186,6 +186,6 @@ fn driver_frames_without_decoded_traffic_are_flagged() {
 }
 
 fn ranking_of(p: &Profile, rules: &RuleSet) -> Ranking {
-    let opts = RankingOptions { rules, wire: None, base_req_per_s: None, label: "db" };
+    let opts = RankingOptions { rules, wire: None, base_req_per_s: None, label: "db", closed_loop: None };
     rank(p, None, Bound::Unknown, &opts)
 }

@@ -87,7 +87,7 @@ fn render(dir: &Path) -> (Profile, profiler::attribute::Ranking) {
     profiler::render::write_all_with(&profile, dir, &opts).unwrap();
     // As `profiler attach` ranks: requests from the wire, bound unknown; ranking.md and
     // ranking.json beside the page.
-    let ranking_opts = RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: "" };
+    let ranking_opts = RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: "", closed_loop: None };
     let ranking = write_ranking(&profile, None, Bound::Unknown, &ranking_opts, dir).unwrap();
     let page = profiler::render::html::attach_page(&profile, &ranking, dir);
     std::fs::write(dir.join("index.html"), page).unwrap();

@@ -193,7 +193,7 @@ fn reads_a_real_ranking_json() {
     flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap()).read_to_end(&mut bytes).unwrap();
     let profile = profiler::profile::json::from_slice(&bytes, &path).unwrap();
     let rules = profiler::attribute::RuleSet::builtin();
-    let opts = profiler::attribute::RankingOptions { rules: &rules, wire: None, base_req_per_s: Some(5000.0), label: "db" };
+    let opts = profiler::attribute::RankingOptions { rules: &rules, wire: None, base_req_per_s: Some(5000.0), label: "db", closed_loop: None };
     let dir = tempfile::tempdir().unwrap();
     let r = profiler::render::ranking::write_ranking(&profile, Some(50_000), profiler::attribute::Bound::Unknown, &opts, dir.path()).unwrap();
     assert!(!r.costs.is_empty(), "the recorded all-db profile has named costs");

@@ -45,6 +45,7 @@
 //! every profiled test of a `profiler bench` run with a combined `ranking.md`.
 
 pub mod catalog;
+pub mod closed_loop;
 pub mod costs;
 pub mod counters;
 pub mod endpoints;
@@ -70,5 +71,18 @@ pub fn bench_bound(test: &crate::runs::TestResult, settings: &crate::runs::Setti
         _ => None,
     };
     Bound::classify(app, db, settings.connections, m.wrk.latency.mean_us)
+}
+
+/// The closed loop of one bench test ([`closed_loop::ClosedLoop::of_bench`]), from its median
+/// measured run: app and PostgreSQL CPU use against their CPU sets, wrk's connections and
+/// req/s. `None` without a throughput.
+pub fn bench_closed_loop(test: &crate::runs::TestResult, settings: &crate::runs::Settings) -> Option<closed_loop::ClosedLoop> {
+    let m = test.median();
+    let app = (m.app.cpu, f64::from(crate::sys::cpus::list_len(&settings.app_cpus)));
+    let db = match (&m.postgres, &settings.pg_cpus) {
+        (Some(u), Some(list)) => Some((u.cpu, f64::from(crate::sys::cpus::list_len(list)))),
+        _ => None,
+    };
+    closed_loop::ClosedLoop::of_bench(app, db, settings.connections, m.wrk.req_per_s)
 }
 

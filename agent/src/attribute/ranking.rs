@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::closed_loop::{ClosedLoop, Removal};
 use super::costs::{self, Confidence, Finding, FindingKind, NotEvaluated};
 use super::endpoints::EndpointBreakdown;
 use super::layers::{Attribution, LayerRow};
@@ -225,6 +226,13 @@ impl Bound {
         }
     }
 
+    /// Whether gains under this bound come from the run's closed loop when one was fitted
+    /// ([`predict_with`]): latency, served latency and the host's CPUs, where no CPU set alone
+    /// is full and queueing at several resources decides the throughput.
+    pub fn uses_closed_loop(&self) -> bool {
+        matches!(self, Bound::Latency { .. } | Bound::ServedLatency { .. } | Bound::HostCpu { .. })
+    }
+
     /// A short description, e.g. `app CPU (0.97 of 1 CPUs)`.
     pub fn describe(&self) -> String {
         match self {
@@ -326,6 +334,14 @@ pub struct Gain {
 ///   trips, or the connection wait a held transaction causes), gain `L/(L-d) - 1` with `L`
 ///   the mean latency.
 pub fn predict(finding: &Finding, bound: &Bound, ctx: &GainInputs) -> Gain {
+    predict_with(finding, bound, ctx, None)
+}
+
+/// [`predict`], with the run's closed loop ([`ClosedLoop`]) when it could be fitted: under the
+/// bounds that use it ([`Bound::uses_closed_loop`]: no CPU set alone full) the gain is then
+/// the model's, [`closed_loop_gain`]; blocked runtime workers keep [`worker_gain`], and a
+/// full CPU set its share formula (the model's limit there).
+pub fn predict_with(finding: &Finding, bound: &Bound, ctx: &GainInputs, model: Option<&ClosedLoop>) -> Gain {
     if let (Some(b), Some(c)) = (finding.worker_blocked_us_per_request.filter(|&b| b > 0.0), ctx.worker_cpu_us_per_request) {
         return worker_gain(b, c, ctx);
     }
@@ -334,6 +350,9 @@ pub fn predict(finding: &Finding, bound: &Bound, ctx: &GainInputs) -> Gain {
         _ => None,
     };
     let cpu_share = if finding.samples > 0 { finding.cpu_share } else { rt_share.map_or(0.0, |r| r * ctx.driver_cpu_share) };
+    if let Some(m) = model.filter(|_| bound.uses_closed_loop()) {
+        return closed_loop_gain(finding, ctx, m, cpu_share);
+    }
     let base = ctx.base_req_per_s;
     let mk = |resource: &str, share: Option<f64>, removed: Option<f64>, g: f64, formula: String| Gain {
         resource: resource.into(),
@@ -397,6 +416,31 @@ pub fn predict(finding: &Finding, bound: &Bound, ctx: &GainInputs) -> Gain {
             let g = latency_bound_gain(*latency_us, d);
             mk(resource, None, Some(d), g, format!("{latency_us:.1}/({latency_us:.1}-{d:.2})-1 = {:.2}%", g * 100.0))
         }
+    }
+}
+
+/// The gain of removing a finding from the run's closed loop ([`ClosedLoop::without`]): its
+/// app CPU is `cpu_share` of the model's app CPU per request (the share of the samples, or a
+/// wire-only cost's share of its round trips under the driver); its database CPU its round
+/// trips × the server's CPU per round trip ([`ClosedLoop::db_cpu_per_round_trip`]) plus its
+/// connection set-ups × the server's CPU per set-up; its delay its database time per request
+/// (the wire's round trips and waits) less the time its database CPU spends at the stations
+/// in the fitted model (that CPU × [`ClosedLoop::db_stretch`]), which they already hold.
+fn closed_loop_gain(finding: &Finding, ctx: &GainInputs, model: &ClosedLoop, cpu_share: f64) -> Gain {
+    let app = cpu_share * model.app_cpu_us;
+    let per_round_trip = model.db_cpu_per_round_trip(ctx.round_trips_per_request);
+    let setups = finding.counts_per_request.get("connection_setups").copied().unwrap_or(0.0);
+    let db = per_round_trip.map_or(0.0, |d| finding.round_trips_per_request.unwrap_or(0.0) * d) + model.db_setup_cpu_us.or(ctx.db_setup_cpu_us).map_or(0.0, |d| setups * d);
+    let stretch = model.db_stretch().unwrap_or(1.0);
+    let delay = (finding.db_latency_us_per_request.unwrap_or(0.0) - db * stretch).max(0.0);
+    let p = model.without(&Removal { app_cpu_us: app, db_cpu_us: db, delay_us: delay });
+    Gain {
+        resource: "closed_loop".into(),
+        share: None,
+        removed_us: Some(app + db + delay),
+        gain_pct: p.gain * 100.0,
+        predicted_req_per_s: ctx.base_req_per_s.map(|x| x * (1.0 + p.gain)).filter(|x| x.is_finite()),
+        formula: format!("{} (removed per request: {app:.2} µs of app CPU, {db:.2} µs of database CPU, {delay:.2} µs of delay)", p.formula),
     }
 }
 
@@ -602,6 +646,11 @@ pub struct Ranking {
     pub truncated_samples: u64,
     /// The bound resource.
     pub bound: Bound,
+    /// The run's closed loop, fitted to its throughput ([`ClosedLoop`]), when the figures for
+    /// it were there: the gains under the bounds that use it ([`Bound::uses_closed_loop`])
+    /// are its.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed_loop: Option<ClosedLoop>,
     /// Named costs that fired, biggest predicted gain first.
     pub costs: Vec<RankedFinding>,
     /// Fingerprints that could not be evaluated.
@@ -716,6 +765,9 @@ pub struct RankingOptions<'a> {
     pub base_req_per_s: Option<f64>,
     /// A label for the report (test name).
     pub label: &'a str,
+    /// The run's closed loop when the caller measured it (`profiler bench`:
+    /// [`ClosedLoop::of_bench`]); `None` fits it from the profile ([`ClosedLoop::of_profile`]).
+    pub closed_loop: Option<&'a ClosedLoop>,
 }
 
 /// Attributes, fingerprints and ranks one profile. `requests` is the number of HTTP requests
@@ -796,9 +848,10 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         app_cpu_us_per_request: requests.filter(|&n| n > 0).and_then(|n| Some(profile.meta.target_cpu_ns? as f64 / 1e3 / n as f64)),
         app_capacity_cpus: profile.meta.target_cpu_capacity.filter(|&c| c > 0.0),
     };
+    let closed_loop = opts.closed_loop.cloned().or_else(|| ClosedLoop::of_profile(profile, base_req_per_s, inputs.concurrency));
     let (found, generic_found): (Vec<Finding>, Vec<Finding>) = found.into_iter().partition(|f| f.kind == FindingKind::NamedCost);
     let mut ranked: Vec<RankedFinding> =
-        found.into_iter().map(|f| RankedFinding { rank: 0, gain: predict(&f, &bound, &inputs), finding: f }).collect();
+        found.into_iter().map(|f| RankedFinding { rank: 0, gain: predict_with(&f, &bound, &inputs, closed_loop.as_ref()), finding: f }).collect();
     order_by_gain(&mut ranked);
     let mut generic = generic_findings(profile, &attr);
     generic.extend(generic_found);
@@ -831,6 +884,7 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         cpu_us_per_request: attr.us_per_request(attr.samples as f64),
         truncated_samples: attr.truncated_samples,
         bound,
+        closed_loop,
         costs: ranked,
         not_evaluated,
         generic,
@@ -928,7 +982,7 @@ fn add_lock_counts(r: &mut Ranking, counts: &super::counters::CallCounts, n: u64
     };
     finding.counts_per_request.insert("lock_acquisitions".into(), total);
     let inputs = GainInputs { cpu_us_per_request: r.cpu_us_per_request, base_req_per_s: r.base_req_per_s, ..GainInputs::default() };
-    let gain = predict(&finding, &r.bound, &inputs);
+    let gain = predict_with(&finding, &r.bound, &inputs, r.closed_loop.as_ref());
     r.costs.push(RankedFinding { rank: 0, finding, gain });
     order_by_gain(&mut r.costs);
 }

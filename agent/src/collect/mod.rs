@@ -264,6 +264,8 @@ pub struct Collector {
     cpu_at_start: Option<u64>,
     /// [`crate::sys::stat::host_busy_ns`] when the run started.
     host_busy_at_start: Option<u64>,
+    cpu_busy_at_start: std::collections::BTreeMap<u32, u64>,
+    target_cpus: Vec<u32>,
     /// CPUs the target could use, read at the start.
     cpu_capacity: Option<f64>,
     /// Time from the start of [`Collector::start`] until everything was attached.
@@ -598,6 +600,8 @@ impl Collector {
         let processes_at_start = wire.is_some().then(db_server::Snapshot::take);
         let cpu_at_start = target.cpu_time_ns();
         let host_busy_at_start = crate::sys::stat::host_busy_ns();
+        let cpu_busy_at_start = crate::sys::stat::cpu_busy_ns();
+        let target_cpus = crate::sys::cpus::allowed_of(target.main_pid);
         let cpu_capacity = target.cpu_capacity();
         let self_cpu_at_start = self_cpu_ns();
         let loop_thread = (std::thread::current().id(), current_thread_cpu_ns());
@@ -640,6 +644,8 @@ impl Collector {
             started_at,
             cpu_at_start,
             host_busy_at_start,
+            cpu_busy_at_start,
+            target_cpus,
             cpu_capacity,
             attach_time: load_started.elapsed(),
             self_cpu_at_start,
@@ -813,6 +819,7 @@ impl Collector {
         // counted up to the last reading of the run loop (at most a second before the end).
         let cpu_at_end = target.cpu_time_ns().or(self.cpu_last_seen);
         let host_busy_at_end = crate::sys::stat::host_busy_ns();
+        let cpu_busy_at_end = crate::sys::stat::cpu_busy_ns();
         let db_servers = match (&self.processes_at_start, &wire_report) {
             // The target's processes now (a cgroup's first process may have been a runtime's
             // short-lived helper), then its main one.
@@ -902,6 +909,8 @@ impl Collector {
             syscall_windows,
             target_cpu_capacity: self.cpu_capacity,
             host_busy_ns: self.host_busy_at_start.zip(host_busy_at_end).map(|(a, b)| b.saturating_sub(a)),
+            cpu_busy_ns: cpu_busy_at_end.iter().filter_map(|(cpu, b)| Some((*cpu, b.saturating_sub(*self.cpu_busy_at_start.get(cpu)?)))).collect(),
+            target_cpus: self.target_cpus,
             db_servers,
             http_clients,
             upstream_servers,

@@ -516,7 +516,7 @@ fn figures(profile: &Profile, requests: Option<u64>, norm: Normalization, rules:
         profile,
         requests,
         Bound::Unknown,
-        &RankingOptions { rules, wire: None, base_req_per_s: None, label },
+        &RankingOptions { rules, wire: None, base_req_per_s: None, label, closed_loop: None },
     );
     let samples = ranking.samples;
     let per_req = match norm {

@@ -78,6 +78,15 @@ pub struct Meta {
     /// written before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_busy_ns: Option<u64>,
+    /// CPU time each CPU of the host spent busy during the run, ns, by CPU number
+    /// ([`crate::sys::stat::cpu_busy_ns`] at the end less at the start); empty when not
+    /// read (and in profiles written before it).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub cpu_busy_ns: std::collections::BTreeMap<u32, u64>,
+    /// The CPUs the target's main process may run on at the start of the run
+    /// (`sched_getaffinity(2)`), ascending; empty when not known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub target_cpus: Vec<u32>,
     /// The database servers on this host behind the target's PostgreSQL connections, with
     /// the CPU they used during the run ([`crate::collect::db_server`]); empty when the wire
     /// was off, saw no PostgreSQL connection, or found no server of its ports on this host.

@@ -39,6 +39,16 @@ that bounds the test:
 - **latency** (neither busy): a closed loop of N connections runs at N / L req/s (Little's law),
   so removing d µs of a request's latency L gives L/(L-d) - 1. d = the cost's sampled CPU µs per
   request + its database round-trip µs per request (wire).
+- **closed loop** (used instead of the latency and host-CPU formulas whenever the run's figures
+  allow it): the N requests in flight queue for CPU stations (the app's CPU set, the
+  database's, or the host's CPUs when they share them), each with its measured CPU per request
+  as demand, and spend the rest of their cycle in a delay Z fitted so that the model gives the
+  measured throughput (exact mean value analysis, Reiser & Lavenberg 1980; a station of c CPUs
+  by Seidmann's approximation). Removing a cost takes its app CPU (its share of the samples ×
+  the app's CPU per request), its database CPU (its round trips × the server's CPU per round
+  trip) and its remaining wire time off the stations and the delay; the gain is the model's new
+  throughput over the old. It counts the queueing a cost causes for the other requests, which
+  the formulas above miss below saturation.
 CPU per request is *sampled* CPU: samples × (1 / frequency) / requests; each share carries its
 binomial standard error sqrt(p(1-p)/n).
 Each gain is computed with every other cost in place: gains do not add up, and removing one cost
@@ -88,6 +98,9 @@ pub fn markdown(r: &Ranking) -> String {
         opt(r.cpu_us_per_request, 2),
         r.bound.describe()
     );
+    if let Some(m) = r.closed_loop.as_ref().filter(|_| r.bound.uses_closed_loop()) {
+        let _ = writeln!(s, "Gains are the closed-loop model's (see the model at the end): {}.\n", m.describe());
+    }
     if let Some(j) = &r.endpoint_join {
         let all = j.attributed + j.unattributed + j.not_recorded;
         let _ = writeln!(
@@ -394,8 +407,9 @@ pub fn write_bench_rankings(results: &crate::runs::BenchResults, out_dir: &Path,
         let dir = out_dir.join(&p.dir);
         let profile = crate::profile::json::read(&dir.join("profile.json")).map_err(|e| format!("{e}"))?;
         let bound = crate::attribute::bench_bound(t, &results.settings);
+        let model = crate::attribute::bench_closed_loop(t, &results.settings);
         let label = t.test.name();
-        let opts = RankingOptions { rules, wire: None, base_req_per_s: Some(t.req_per_s), label };
+        let opts = RankingOptions { rules, wire: None, base_req_per_s: Some(t.req_per_s), label, closed_loop: model.as_ref() };
         // The profile covers the app's restart, the warm-up and the run under the agent: the
         // wire's request count is over that same window; wrk's count of the run alone is used
         // only when there is no HTTP capture.

@@ -122,7 +122,28 @@ pub fn host_busy_ns() -> Option<u64> {
 
 /// [`host_busy_ns`] of a `/proc/stat` text.
 pub fn host_busy_ns_of(text: &str) -> Option<u64> {
-    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    busy_ns_of_line(text.lines().find(|l| l.starts_with("cpu "))?)
+}
+
+/// CPU time each CPU of the host spent busy since boot, ns, by CPU number: the `cpuN` lines of
+/// `/proc/stat`, counted as [`host_busy_ns`] counts the `cpu` line. Empty when the file cannot
+/// be read; a CPU whose line does not parse is left out.
+pub fn cpu_busy_ns() -> std::collections::BTreeMap<u32, u64> {
+    std::fs::read_to_string("/proc/stat").map_or_else(|_| Default::default(), |t| cpu_busy_ns_of(&t))
+}
+
+/// [`cpu_busy_ns`] of a `/proc/stat` text.
+pub fn cpu_busy_ns_of(text: &str) -> std::collections::BTreeMap<u32, u64> {
+    text.lines()
+        .filter_map(|l| {
+            let cpu: u32 = l.split_whitespace().next()?.strip_prefix("cpu")?.parse().ok()?;
+            Some((cpu, busy_ns_of_line(l)?))
+        })
+        .collect()
+}
+
+/// `user + nice + system + irq + softirq` of one `cpu` line of `/proc/stat`, ns.
+fn busy_ns_of_line(line: &str) -> Option<u64> {
     let v: Vec<u64> = line.split_whitespace().skip(1).map(|x| x.parse().ok()).collect::<Option<_>>()?;
     let ticks = v.first()? + v.get(1)? + v.get(2)? + v.get(5)? + v.get(6)?;
     Some(ticks.saturating_mul(1_000_000_000) / clock_ticks_per_second())
@@ -152,6 +173,17 @@ mod tests {
         assert_eq!(host_busy_ns_of(text), Some(141 * 1_000_000_000 / clock_ticks_per_second()));
         assert_eq!(host_busy_ns_of("cpu0 1 2 3\n"), None);
         assert!(host_busy_ns().is_some_and(|ns| ns > 0));
+    }
+
+    /// Each `cpuN` line counted alike: cpu0 50 + 1 + 15 + 2 + 2 = 70 ticks, cpu1 50 + 1 + 15 +
+    /// 2 + 3 = 71; the `cpu` total and a broken line are left out.
+    #[test]
+    fn cpu_busy_per_cpu() {
+        let text = "cpu  100 2 30 900 7 4 5 60 10 0\ncpu0 50 1 15 450 3 2 2 30 5 0\ncpu1 50 1 15 450 4 2 3 30 5 0\ncpu2 1 2\nintr 5\n";
+        let t = |ticks: u64| ticks * 1_000_000_000 / clock_ticks_per_second();
+        assert_eq!(cpu_busy_ns_of(text), [(0, t(70)), (1, t(71))].into_iter().collect());
+        let here = cpu_busy_ns();
+        assert!(here.len() >= crate::sys::cpus::allowed().len() && here.values().sum::<u64>() > 0, "{here:?}");
     }
 
     #[test]

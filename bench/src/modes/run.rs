@@ -169,7 +169,7 @@ impl ProfileHook for AgentHook {
             }
             // ranking.md/json with the wire's request count (if any) and an unknown bound;
             // `render::ranking::write_bench_rankings` rewrites them with wrk's count and the bound.
-            let opts = profiler::attribute::RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: test.name() };
+            let opts = profiler::attribute::RankingOptions { rules: &rules, wire: None, base_req_per_s: None, label: test.name(), closed_loop: None };
             profiler::render::ranking::write_ranking(&profile, None, profiler::attribute::Bound::Unknown, &opts, &out)
                 .map_err(|e| format!("writing ranking.md/json: {e}"))?;
             let samples = profile.on_cpu.iter().map(|c| c.count).sum();
