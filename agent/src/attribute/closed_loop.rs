@@ -85,13 +85,7 @@ impl Station {
             StationKind::AppCpus => (1.0, 0.5),
             StationKind::OtherCpus => (0.0, 0.5),
         };
-        Station {
-            kind,
-            servers,
-            demand_us,
-            app_share,
-            db_share,
-        }
+        Station { kind, servers, demand_us, app_share, db_share }
     }
 
     fn label(&self) -> &'static str {
@@ -119,21 +113,8 @@ pub struct Solution {
 /// `delay_us` per cycle (Seidmann's approximation for stations of several CPUs). Stations
 /// with no demand or no servers are skipped (residence 0). `customers` 0 gives 0 req/s.
 pub fn solve(customers: u32, stations: &[Station], delay_us: f64) -> Solution {
-    let queue_demand: Vec<f64> = stations
-        .iter()
-        .map(|s| {
-            if s.servers > 0.0 && s.demand_us > 0.0 {
-                s.demand_us / s.servers
-            } else {
-                0.0
-            }
-        })
-        .collect();
-    let fixed: Vec<f64> = stations
-        .iter()
-        .zip(&queue_demand)
-        .map(|(s, q)| (s.demand_us - q).max(0.0) * f64::from(u8::from(*q > 0.0)))
-        .collect();
+    let queue_demand: Vec<f64> = stations.iter().map(|s| if s.servers > 0.0 && s.demand_us > 0.0 { s.demand_us / s.servers } else { 0.0 }).collect();
+    let fixed: Vec<f64> = stations.iter().zip(&queue_demand).map(|(s, q)| (s.demand_us - q).max(0.0) * f64::from(u8::from(*q > 0.0))).collect();
     let fixed_sum: f64 = fixed.iter().sum();
     let mut queue = vec![0.0f64; stations.len()];
     let mut residence = vec![0.0f64; stations.len()];
@@ -143,19 +124,12 @@ pub fn solve(customers: u32, stations: &[Station], delay_us: f64) -> Solution {
             residence[k] = queue_demand[k] * (1.0 + queue[k]);
         }
         let cycle = delay_us.max(0.0) + fixed_sum + residence.iter().sum::<f64>();
-        x = if cycle > 0.0 {
-            f64::from(n) / cycle
-        } else {
-            f64::INFINITY
-        };
+        x = if cycle > 0.0 { f64::from(n) / cycle } else { f64::INFINITY };
         for k in 0..stations.len() {
             queue[k] = x * residence[k];
         }
     }
-    Solution {
-        req_per_s: x * 1e6,
-        residence_us: residence.iter().zip(&fixed).map(|(r, f)| r + f).collect(),
-    }
+    Solution { req_per_s: x * 1e6, residence_us: residence.iter().zip(&fixed).map(|(r, f)| r + f).collect() }
 }
 
 /// Most requests in flight the model takes: the wire may count thousands of idle keep-alive
@@ -223,18 +197,8 @@ impl ClosedLoop {
     /// Fits the delay `Z` so that the model's throughput at `customers` equals `req_per_s`
     /// (bisection: `X(N)` falls as `Z` grows). `None` without customers, throughput or a
     /// station with demand.
-    pub fn fit(
-        customers: f64,
-        req_per_s: f64,
-        stations: Vec<Station>,
-        ceilings: Vec<Station>,
-        app_cpu_us: f64,
-    ) -> Option<ClosedLoop> {
-        if !(customers >= 0.5 && req_per_s > 0.0 && req_per_s.is_finite())
-            || !stations
-                .iter()
-                .any(|s| s.demand_us > 0.0 && s.servers > 0.0)
-        {
+    pub fn fit(customers: f64, req_per_s: f64, stations: Vec<Station>, ceilings: Vec<Station>, app_cpu_us: f64) -> Option<ClosedLoop> {
+        if !(customers >= 0.5 && req_per_s > 0.0 && req_per_s.is_finite()) || !stations.iter().any(|s| s.demand_us > 0.0 && s.servers > 0.0) {
             return None;
         }
         let n = (customers.round() as u32).clamp(1, MAX_CUSTOMERS);
@@ -254,17 +218,7 @@ impl ClosedLoop {
             }
             (0.5 * (lo + hi), req_per_s)
         };
-        Some(ClosedLoop {
-            customers: n,
-            req_per_s,
-            stations,
-            ceilings,
-            delay_us,
-            model_req_per_s: model,
-            app_cpu_us,
-            db_cpu_us_per_round_trip: None,
-            db_setup_cpu_us: None,
-        })
+        Some(ClosedLoop { customers: n, req_per_s, stations, ceilings, delay_us, model_req_per_s: model, app_cpu_us, db_cpu_us_per_round_trip: None, db_setup_cpu_us: None })
     }
 
     /// The closed loop of a `profiler bench` test from its measured (unprofiled) run: the
@@ -272,31 +226,16 @@ impl ClosedLoop {
     /// throughput as its demand; `connections` customers. The load generator's CPU (on
     /// PostgreSQL's CPUs by default) is not measured: its share ends in the fitted delay.
     /// `pg` is `(CPUs used, CPUs of its set)`; `app` the same for the app.
-    pub fn of_bench(
-        app: (f64, f64),
-        pg: Option<(f64, f64)>,
-        connections: u32,
-        req_per_s: f64,
-    ) -> Option<ClosedLoop> {
+    pub fn of_bench(app: (f64, f64), pg: Option<(f64, f64)>, connections: u32, req_per_s: f64) -> Option<ClosedLoop> {
         if req_per_s <= 0.0 {
             return None;
         }
         let app_us = app.0 * 1e6 / req_per_s;
         let mut stations = vec![Station::new(StationKind::App, app.1, app_us)];
         if let Some((used, servers)) = pg.filter(|p| p.1 > 0.0) {
-            stations.push(Station::new(
-                StationKind::Database,
-                servers,
-                used * 1e6 / req_per_s,
-            ));
+            stations.push(Station::new(StationKind::Database, servers, used * 1e6 / req_per_s));
         }
-        ClosedLoop::fit(
-            f64::from(connections),
-            req_per_s,
-            stations,
-            Vec::new(),
-            app_us,
-        )
+        ClosedLoop::fit(f64::from(connections), req_per_s, stations, Vec::new(), app_us)
     }
 
     /// The closed loop of a profile (`profiler attach`, `profiler report`), at `req_per_s`
@@ -321,11 +260,7 @@ impl ClosedLoop {
     ///
     /// [`Meta::target_cpus`]: crate::profile::Meta::target_cpus
     /// [`Meta::cpu_busy_ns`]: crate::profile::Meta::cpu_busy_ns
-    pub fn of_profile(
-        profile: &Profile,
-        req_per_s: Option<f64>,
-        customers: Option<f64>,
-    ) -> Option<ClosedLoop> {
+    pub fn of_profile(profile: &Profile, req_per_s: Option<f64>, customers: Option<f64>) -> Option<ClosedLoop> {
         let meta = &profile.meta;
         let requests = profile.wire.as_ref().map_or(0, |w| w.http.requests);
         let (x, n) = (req_per_s?, customers?);
@@ -341,16 +276,10 @@ impl ClosedLoop {
         let db_ns: u64 = meta.db_servers.iter().map(|s| s.cpu_ns).sum();
         let setup = profile.connection_setup_server_cpu();
         let round_trips = profile.wire.as_ref().map_or(0, |w| w.pg.round_trips);
-        let db_per_round_trip = (!meta.db_servers.is_empty() && round_trips > 0).then(|| {
-            db_ns.saturating_sub(setup.map_or(0, |(ns, _)| ns)) as f64 / 1e3 / round_trips as f64
-        });
+        let db_per_round_trip = (!meta.db_servers.is_empty() && round_trips > 0).then(|| db_ns.saturating_sub(setup.map_or(0, |(ns, _)| ns)) as f64 / 1e3 / round_trips as f64);
         let host_cpus = f64::from(meta.cpus);
         let spans_host = |c: f64| host_cpus > 0.0 && c >= host_cpus - 0.01;
-        let serving_spans_host = spans_host(app_capacity)
-            || meta
-                .db_servers
-                .iter()
-                .any(|s| s.capacity_cpus.is_some_and(spans_host));
+        let serving_spans_host = spans_host(app_capacity) || meta.db_servers.iter().any(|s| s.capacity_cpus.is_some_and(spans_host));
         let app_ceiling = |set: f64| {
             if app_capacity < set - 0.01 {
                 vec![Station::new(StationKind::App, app_capacity, app_us)]
@@ -364,24 +293,12 @@ impl ClosedLoop {
                 let upstream_ns: u64 = meta.upstream_servers.iter().map(|u| u.cpu_ns).sum();
                 let rest_ns = (db_ns + client_ns + upstream_ns) as f64;
                 let other_ns = (host_ns as f64 - app_ns - rest_ns).max(0.0);
-                let app_cpus: Vec<u32> = meta
-                    .target_cpus
-                    .iter()
-                    .copied()
-                    .filter(|c| meta.cpu_busy_ns.contains_key(c))
-                    .collect();
-                if !app_cpus.is_empty()
-                    && (app_cpus.len() as f64) < host_cpus
-                    && meta.cpu_busy_ns.len() as f64 >= host_cpus
-                {
+                let app_cpus: Vec<u32> = meta.target_cpus.iter().copied().filter(|c| meta.cpu_busy_ns.contains_key(c)).collect();
+                if !app_cpus.is_empty() && (app_cpus.len() as f64) < host_cpus && meta.cpu_busy_ns.len() as f64 >= host_cpus {
                     let busy_app: f64 = app_cpus.iter().map(|c| meta.cpu_busy_ns[c] as f64).sum();
                     let busy_all: f64 = meta.cpu_busy_ns.values().map(|&b| b as f64).sum();
                     let beside = (busy_all - app_ns).max(0.0);
-                    let f = if beside > 0.0 {
-                        ((busy_app - app_ns).max(0.0) / beside).min(1.0)
-                    } else {
-                        app_cpus.len() as f64 / host_cpus
-                    };
+                    let f = if beside > 0.0 { ((busy_app - app_ns).max(0.0) / beside).min(1.0) } else { app_cpus.len() as f64 / host_cpus };
                     let set = app_cpus.len() as f64;
                     // At least a tenth of a CPU: the other processes' share is an estimate.
                     let floor = |c: f64| c.max(0.1);
@@ -401,31 +318,15 @@ impl ClosedLoop {
                     };
                     (vec![mine, theirs], app_ceiling(set))
                 } else {
-                    let servers =
-                        (host_cpus - under_load(other_ns).min(host_cpus)).max(0.1 * host_cpus);
-                    (
-                        vec![Station::new(
-                            StationKind::Host,
-                            servers,
-                            app_us + per_request(rest_ns),
-                        )],
-                        app_ceiling(host_cpus),
-                    )
+                    let servers = (host_cpus - under_load(other_ns).min(host_cpus)).max(0.1 * host_cpus);
+                    (vec![Station::new(StationKind::Host, servers, app_us + per_request(rest_ns))], app_ceiling(host_cpus))
                 }
             }
             None => {
                 let mut stations = vec![Station::new(StationKind::App, app_capacity, app_us)];
-                let db_servers = meta
-                    .db_servers
-                    .iter()
-                    .filter_map(|s| s.capacity_cpus)
-                    .fold(0.0f64, f64::max);
+                let db_servers = meta.db_servers.iter().filter_map(|s| s.capacity_cpus).fold(0.0f64, f64::max);
                 if db_servers > 0.0 && db_ns > 0 {
-                    stations.push(Station::new(
-                        StationKind::Database,
-                        db_servers,
-                        per_request(db_ns as f64),
-                    ));
+                    stations.push(Station::new(StationKind::Database, db_servers, per_request(db_ns as f64)));
                 }
                 (stations, Vec::new())
             }
@@ -441,10 +342,7 @@ impl ClosedLoop {
     /// demand over `round_trips_per_request`. `None` when no station holds it.
     pub fn db_cpu_per_round_trip(&self, round_trips_per_request: Option<f64>) -> Option<f64> {
         self.db_cpu_us_per_round_trip.or_else(|| {
-            let db = self
-                .stations
-                .iter()
-                .find(|s| s.kind == StationKind::Database)?;
+            let db = self.stations.iter().find(|s| s.kind == StationKind::Database)?;
             let rts = round_trips_per_request.filter(|&r| r > 0.0)?;
             Some(db.demand_us / rts)
         })
@@ -470,53 +368,20 @@ impl ClosedLoop {
     /// takes of the app's CPU and the database's (never below zero), the delay less its
     /// delay, solved again and capped by the ceilings.
     pub fn without(&self, removal: &Removal) -> Prediction {
-        let cut = |s: &Station| Station {
-            demand_us: (s.demand_us
-                - s.app_share * removal.app_cpu_us
-                - s.db_share * removal.db_cpu_us)
-                .max(0.0),
-            ..s.clone()
-        };
+        let cut = |s: &Station| Station { demand_us: (s.demand_us - s.app_share * removal.app_cpu_us - s.db_share * removal.db_cpu_us).max(0.0), ..s.clone() };
         let stations: Vec<Station> = self.stations.iter().map(cut).collect();
         let ceilings: Vec<Station> = self.ceilings.iter().map(cut).collect();
         let delay = (self.delay_us - removal.delay_us).max(0.0);
-        let ceiling = |cs: &[Station]| {
-            cs.iter()
-                .filter(|c| c.demand_us > 0.0)
-                .map(|c| c.servers * 1e6 / c.demand_us)
-                .fold(f64::INFINITY, f64::min)
-        };
+        let ceiling = |cs: &[Station]| cs.iter().filter(|c| c.demand_us > 0.0).map(|c| c.servers * 1e6 / c.demand_us).fold(f64::INFINITY, f64::min);
         let base = self.model_req_per_s.min(ceiling(&self.ceilings));
-        let after = solve(self.customers, &stations, delay)
-            .req_per_s
-            .min(ceiling(&ceilings));
-        let gain = if base > 0.0 {
-            (after / base - 1.0).max(0.0)
-        } else {
-            0.0
-        };
+        let after = solve(self.customers, &stations, delay).req_per_s.min(ceiling(&ceilings));
+        let gain = if base > 0.0 { (after / base - 1.0).max(0.0) } else { 0.0 };
         let parts: Vec<String> = self
             .stations
             .iter()
             .zip(&stations)
-            .map(|(a, b)| {
-                format!(
-                    "{} {:.2} × {:.1} → {:.1} µs",
-                    a.label(),
-                    a.servers,
-                    a.demand_us,
-                    b.demand_us
-                )
-            })
-            .chain(self.ceilings.iter().zip(&ceilings).map(|(a, b)| {
-                format!(
-                    "ceiling: the {} set {:.2} × {:.1} → {:.1} µs",
-                    a.label(),
-                    a.servers,
-                    a.demand_us,
-                    b.demand_us
-                )
-            }))
+            .map(|(a, b)| format!("{} {:.2} × {:.1} → {:.1} µs", a.label(), a.servers, a.demand_us, b.demand_us))
+            .chain(self.ceilings.iter().zip(&ceilings).map(|(a, b)| format!("ceiling: the {} set {:.2} × {:.1} → {:.1} µs", a.label(), a.servers, a.demand_us, b.demand_us)))
             .collect();
         let formula = format!(
             "closed loop of N={} (mean value analysis): {}; delay Z {:.1} → {:.1} µs: X {:.0} → {:.0} req/s = {:+.2}%{}",
@@ -527,13 +392,13 @@ impl ClosedLoop {
             base,
             after,
             gain * 100.0,
-            if self.model_req_per_s < self.req_per_s * 0.999 { format!(" (the model reaches only {:.0} of the {:.0} req/s measured even with Z = 0: its ratio is taken)", self.model_req_per_s, self.req_per_s) } else { String::new() }
+            if self.model_req_per_s < self.req_per_s * 0.999 {
+                format!(" (the model reaches only {:.0} of the {:.0} req/s measured even with Z = 0: its ratio is taken)", self.model_req_per_s, self.req_per_s)
+            } else {
+                String::new()
+            }
         );
-        Prediction {
-            req_per_s: after,
-            gain,
-            formula,
-        }
+        Prediction { req_per_s: after, gain, formula }
     }
 
     /// One line for a report: the stations, `N`, the fitted `Z` and the throughput.
@@ -541,22 +406,8 @@ impl ClosedLoop {
         let parts: Vec<String> = self
             .stations
             .iter()
-            .map(|s| {
-                format!(
-                    "{} ({:.2} CPUs, {:.1} µs per request)",
-                    s.label(),
-                    s.servers,
-                    s.demand_us
-                )
-            })
-            .chain(self.ceilings.iter().map(|s| {
-                format!(
-                    "ceiling: the {} set ({:.2} CPUs, {:.1} µs per request)",
-                    s.label(),
-                    s.servers,
-                    s.demand_us
-                )
-            }))
+            .map(|s| format!("{} ({:.2} CPUs, {:.1} µs per request)", s.label(), s.servers, s.demand_us))
+            .chain(self.ceilings.iter().map(|s| format!("ceiling: the {} set ({:.2} CPUs, {:.1} µs per request)", s.label(), s.servers, s.demand_us)))
             .collect();
         format!(
             "closed loop of {} requests in flight over {}, delay Z = {:.1} µs fitted to {:.0} req/s{}",
@@ -602,10 +453,7 @@ mod tests {
         let m = ClosedLoop::fit(200.0, x, vec![app(1.0, 200.0)], Vec::new(), 200.0).unwrap();
         // The CPU is full: any delay up to a few hundred µs gives the same throughput.
         assert!(m.delay_us <= 200.0, "{m:?}");
-        let p = m.without(&Removal {
-            app_cpu_us: 50.0,
-            ..Removal::default()
-        });
+        let p = m.without(&Removal { app_cpu_us: 50.0, ..Removal::default() });
         assert!((p.gain - (1.0 / 0.75 - 1.0)).abs() < 0.01, "{p:?}");
     }
 
@@ -617,15 +465,9 @@ mod tests {
         let x = solve(8, &[app(2.0, 50.0)], 7_950.0).req_per_s;
         let m = ClosedLoop::fit(8.0, x, vec![app(2.0, 50.0)], Vec::new(), 50.0).unwrap();
         assert!((m.delay_us - 7_950.0).abs() < 0.01, "{m:?}");
-        let p = m.without(&Removal {
-            delay_us: 2_000.0,
-            ..Removal::default()
-        });
+        let p = m.without(&Removal { delay_us: 2_000.0, ..Removal::default() });
         let latency = 8e6 / x;
-        assert!(
-            (p.gain - (latency / (latency - 2_000.0) - 1.0)).abs() < 0.01,
-            "{p:?}"
-        );
+        assert!((p.gain - (latency / (latency - 2_000.0) - 1.0)).abs() < 0.01, "{p:?}");
     }
 
     /// The module's worked example (README): 8 customers, one CPU of 200 µs, 4,000 req/s;
@@ -637,10 +479,7 @@ mod tests {
         assert!((m.delay_us - 1_473.84).abs() < 0.05, "Z = {}", m.delay_us);
         let base = solve(m.customers, &m.stations, m.delay_us);
         assert!((base.residence_us[0] - 526.16).abs() < 0.05, "{base:?}");
-        let p = m.without(&Removal {
-            app_cpu_us: 50.0,
-            ..Removal::default()
-        });
+        let p = m.without(&Removal { app_cpu_us: 50.0, ..Removal::default() });
         println!("{}", p.formula);
         assert!((p.req_per_s - 4_466.10).abs() < 0.1, "{p:?}");
         assert!((p.gain - 0.1165).abs() < 0.0005, "{p:?}");
@@ -653,10 +492,7 @@ mod tests {
         let m = ClosedLoop::fit(4.0, 10_000.0, vec![app(1.0, 200.0)], Vec::new(), 200.0).unwrap();
         assert_eq!(m.delay_us, 0.0);
         assert!(m.model_req_per_s < 5_000.0 + 1e-6);
-        let p = m.without(&Removal {
-            app_cpu_us: 100.0,
-            ..Removal::default()
-        });
+        let p = m.without(&Removal { app_cpu_us: 100.0, ..Removal::default() });
         assert!(p.formula.contains("its ratio is taken"), "{}", p.formula);
         assert!(p.gain > 0.9 && p.gain < 1.01, "{p:?}");
     }
@@ -668,11 +504,7 @@ mod tests {
         let m = ClosedLoop::fit(8.0, 3_000.0, vec![host], vec![app(1.0, 300.0)], 300.0);
         // 3,000 req/s × 300 µs is 0.9 of the app's one CPU: the ceiling holds at 3,333 req/s.
         let m = m.unwrap();
-        let p = m.without(&Removal {
-            db_cpu_us: 150.0,
-            delay_us: 2_000.0,
-            ..Removal::default()
-        });
+        let p = m.without(&Removal { db_cpu_us: 150.0, delay_us: 2_000.0, ..Removal::default() });
         assert!((p.req_per_s - 1e6 / 300.0).abs() < 1e-6, "{p:?}");
     }
 
@@ -695,19 +527,8 @@ mod tests {
         p.meta.target_cpus = vec![0];
         p.meta.host_busy_ns = Some(1_600_000_000);
         p.meta.cpu_busy_ns = [(0, 900_000_000), (1, 700_000_000)].into_iter().collect();
-        p.meta.db_servers = vec![DbServer {
-            port: 5432,
-            pid: 7,
-            command: "postgres".into(),
-            cpu_ns: 500_000_000,
-            exited_cpu_ns: 0,
-            capacity_cpus: Some(2.0),
-        }];
-        p.meta.http_clients = vec![HttpClient {
-            pid: 8,
-            command: "wrk".into(),
-            cpu_ns: 200_000_000,
-        }];
+        p.meta.db_servers = vec![DbServer { port: 5432, pid: 7, command: "postgres".into(), cpu_ns: 500_000_000, exited_cpu_ns: 0, capacity_cpus: Some(2.0) }];
+        p.meta.http_clients = vec![HttpClient { pid: 8, command: "wrk".into(), cpu_ns: 200_000_000 }];
         let mut w = crate::wire::WireSummary::default();
         w.http.requests = 4000;
         w.pg.round_trips = 12_000;
@@ -716,54 +537,23 @@ mod tests {
         let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
         assert_eq!(m.stations.len(), 2, "{m:?}");
         let (mine, theirs) = (&m.stations[0], &m.stations[1]);
-        assert!(
-            mine.kind == StationKind::AppCpus
-                && close(mine.servers, 0.91)
-                && close(mine.demand_us, 202.5)
-                && close(mine.db_share, 0.3),
-            "{mine:?}"
-        );
-        assert!(
-            theirs.kind == StationKind::OtherCpus
-                && close(theirs.servers, 0.79)
-                && close(theirs.demand_us, 122.5)
-                && close(theirs.db_share, 0.7),
-            "{theirs:?}"
-        );
+        assert!(mine.kind == StationKind::AppCpus && close(mine.servers, 0.91) && close(mine.demand_us, 202.5) && close(mine.db_share, 0.3), "{mine:?}");
+        assert!(theirs.kind == StationKind::OtherCpus && close(theirs.servers, 0.79) && close(theirs.demand_us, 122.5) && close(theirs.db_share, 0.7), "{theirs:?}");
         assert!(m.ceilings.is_empty() && close(m.app_cpu_us, 150.0));
-        assert!(close(
-            m.db_cpu_us_per_round_trip.unwrap(),
-            0.5e9 / 1e3 / 12_000.0
-        ));
+        assert!(close(m.db_cpu_us_per_round_trip.unwrap(), 0.5e9 / 1e3 / 12_000.0));
         // A cost of 50 µs of app CPU and 2 round trips (83.3 µs of the server's CPU): 30% of
         // it at the app's CPUs.
-        let after = m.without(&Removal {
-            app_cpu_us: 50.0,
-            db_cpu_us: 83.333,
-            delay_us: 0.0,
-        });
+        let after = m.without(&Removal { app_cpu_us: 50.0, db_cpu_us: 83.333, delay_us: 0.0 });
         assert!(after.formula.contains("the app's CPUs 0.91 × 202.5 → 127.5 µs, the host's other CPUs 0.79 × 122.5 → 64.2 µs"), "{}", after.formula);
         // Unpinned: one host station.
         p.meta.target_cpus = vec![0, 1];
         p.meta.target_cpu_capacity = Some(2.0);
         let m = ClosedLoop::of_profile(&p, Some(4000.0), Some(8.0)).unwrap();
-        assert!(
-            m.stations.len() == 1
-                && m.stations[0].kind == StationKind::Host
-                && close(m.stations[0].servers, 1.7)
-                && close(m.stations[0].demand_us, 325.0),
-            "{m:?}"
-        );
+        assert!(m.stations.len() == 1 && m.stations[0].kind == StationKind::Host && close(m.stations[0].servers, 1.7) && close(m.stations[0].demand_us, 325.0), "{m:?}");
         // Without the host's figures: an app station and a database one.
         p.meta.host_busy_ns = None;
         let m = ClosedLoop::of_profile(&p, Some(4000.0), Some(8.0)).unwrap();
-        assert_eq!(
-            m.stations,
-            vec![
-                Station::new(StationKind::App, 2.0, 150.0),
-                Station::new(StationKind::Database, 2.0, 125.0)
-            ]
-        );
+        assert_eq!(m.stations, vec![Station::new(StationKind::App, 2.0, 150.0), Station::new(StationKind::Database, 2.0, 125.0)]);
     }
 
     #[test]

@@ -702,6 +702,20 @@ pub struct Ranking {
     pub endpoints: Vec<EndpointBreakdown>,
 }
 
+impl Ranking {
+    /// The bound as the reports print it: [`Bound::describe`], or, when the gains are the
+    /// closed loop's ([`Bound::uses_closed_loop`] and a model was fitted), the bound's
+    /// measurements followed by the model's ([`ClosedLoop::describe`]) in place of the
+    /// bound's own gain rule.
+    pub fn bound_text(&self) -> String {
+        let text = self.bound.describe();
+        match self.closed_loop.as_ref().filter(|_| self.bound.uses_closed_loop()) {
+            Some(m) => format!("{}; gains from the {}", text.split(": gains").next().unwrap_or(&text), m.describe()),
+            None => text,
+        }
+    }
+}
+
 /// One row of the thread-role table of a ranking.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RoleRow {

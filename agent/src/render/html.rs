@@ -246,7 +246,7 @@ fn findings_section(h: &mut String, runs: &[RunView]) {
                     r.requests.map_or("unknown".into(), |n| fmt_int(n as f64)),
                     r.requests_source.as_deref().map_or(String::new(), |s| format!(" (from {})", escape(s))),
                     opt(r.cpu_us_per_request, 1),
-                    escape(&r.bound.describe())
+                    escape(&r.bound_text())
                 );
                 if r.costs.is_empty() {
                     let _ = write!(h, r#"<tr class="none"><td colspan="7">{}</td></tr>"#, inline(&super::no_named_cost(r)));

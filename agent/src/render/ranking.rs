@@ -96,11 +96,8 @@ pub fn markdown(r: &Ranking) -> String {
         opt(r.measured_cpu_us.map(|u| u / 1e3), 1),
         r.truncated_samples,
         opt(r.cpu_us_per_request, 2),
-        r.bound.describe()
+        r.bound_text()
     );
-    if let Some(m) = r.closed_loop.as_ref().filter(|_| r.bound.uses_closed_loop()) {
-        let _ = writeln!(s, "Gains are the closed-loop model's (see the model at the end): {}.\n", m.describe());
-    }
     if let Some(j) = &r.endpoint_join {
         let all = j.attributed + j.unattributed + j.not_recorded;
         let _ = writeln!(
@@ -329,7 +326,7 @@ pub fn bench_markdown(costs: &str, rows: &[(String, Ranking)]) -> String {
     let _ = writeln!(combined, "# Ranking of named costs, all tests\n");
     let _ = writeln!(combined, "Costs: `{costs}`. One section per profiled test; details in `<test>/ranking.md`.\n");
     for (label, r) in rows {
-        let _ = writeln!(combined, "## {label}: {}\n", r.bound.describe());
+        let _ = writeln!(combined, "## {label}: {}\n", r.bound_text());
         let _ = writeln!(
             combined,
             "{} samples, {} requests, {} µs of sampled CPU per request, {:.0} req/s measured.\n",
