@@ -35,9 +35,9 @@
 //!   (Little's law), so removing `d` µs from a request's latency `L` gives `L/(L-d) - 1`:
 //!   d = 100 µs of L = 1,000 µs gives +11.1%. `d` = the cost's sampled CPU µs per request plus
 //!   its database round-trip time per request (wire).
-//! - **Closed loop** ([`closed_loop`]): unless one CPU set alone is full, and whenever the run's
-//!   figures allow it, the latency and host-CPU formulas give way to a queueing model of the
-//!   whole loop (mean value analysis over the CPU stations, the delay fitted to the measured
+//! - **Closed loop** ([`closed_loop`]): unless a CPU set is full (the host's included), and
+//!   whenever the run's figures allow it, the latency formulas give way to a queueing model of
+//!   the whole loop (mean value analysis over the CPU stations, the delay fitted to the measured
 //!   throughput), which also counts the queueing a cost causes for the other requests.
 //!
 //! The model's limits: sampled CPU is not the CPU on the request's critical path (work done in

@@ -39,8 +39,7 @@ that bounds the test:
 - **latency** (neither busy): a closed loop of N connections runs at N / L req/s (Little's law),
   so removing d µs of a request's latency L gives L/(L-d) - 1. d = the cost's sampled CPU µs per
   request + its database round-trip µs per request (wire).
-- **closed loop** (used instead of the latency and host-CPU formulas whenever the run's figures
-  allow it): the N requests in flight queue for CPU stations (the app's CPU set, the
+- **closed loop** (used instead of the latency formula whenever the run's figures allow it): the N requests in flight queue for CPU stations (the app's CPU set, the
   database's, or the host's CPUs when they share them), each with its measured CPU per request
   as demand, and spend the rest of their cycle in a delay Z fitted so that the model gives the
   measured throughput (exact mean value analysis, Reiser & Lavenberg 1980; a station of c CPUs
