@@ -165,9 +165,9 @@ pub struct ClosedLoop {
     /// request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub db_cpu_us_per_round_trip: Option<f64>,
-    /// The database server's CPU per connection set-up, µs, when measured.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub db_setup_cpu_us: Option<f64>,
+    /// Residence per request at each station in the fitted model (queueing and service), µs,
+    /// in the order of [`ClosedLoop::stations`].
+    pub residence_us: Vec<f64>,
 }
 
 /// What a cost takes off the closed loop per request.
@@ -218,7 +218,8 @@ impl ClosedLoop {
             }
             (0.5 * (lo + hi), req_per_s)
         };
-        Some(ClosedLoop { customers: n, req_per_s, stations, ceilings, delay_us, model_req_per_s: model, app_cpu_us, db_cpu_us_per_round_trip: None, db_setup_cpu_us: None })
+        let residence_us = solve(n, &stations, delay_us).residence_us;
+        Some(ClosedLoop { customers: n, req_per_s, stations, ceilings, delay_us, model_req_per_s: model, app_cpu_us, db_cpu_us_per_round_trip: None, residence_us })
     }
 
     /// The closed loop of a `profiler bench` test from its measured (unprofiled) run: the
@@ -274,9 +275,6 @@ impl ClosedLoop {
         let app_ns = meta.target_cpu_ns? as f64;
         let app_us = per_request(app_ns);
         let db_ns: u64 = meta.db_servers.iter().map(|s| s.cpu_ns).sum();
-        let setup = profile.connection_setup_server_cpu();
-        let round_trips = profile.wire.as_ref().map_or(0, |w| w.pg.round_trips);
-        let db_per_round_trip = (!meta.db_servers.is_empty() && round_trips > 0).then(|| db_ns.saturating_sub(setup.map_or(0, |(ns, _)| ns)) as f64 / 1e3 / round_trips as f64);
         let host_cpus = f64::from(meta.cpus);
         let spans_host = |c: f64| host_cpus > 0.0 && c >= host_cpus - 0.01;
         let serving_spans_host = spans_host(app_capacity) || meta.db_servers.iter().any(|s| s.capacity_cpus.is_some_and(spans_host));
@@ -332,8 +330,7 @@ impl ClosedLoop {
             }
         };
         let mut model = ClosedLoop::fit(n, x, stations, ceilings, app_us)?;
-        model.db_cpu_us_per_round_trip = db_per_round_trip;
-        model.db_setup_cpu_us = setup.map(|(ns, setups)| ns as f64 / 1e3 / setups as f64);
+        model.db_cpu_us_per_round_trip = profile.db_cpu_us_per_round_trip();
         Some(model)
     }
 
@@ -353,9 +350,8 @@ impl ClosedLoop {
     /// over demand, weighed by the share of the database's CPU each serves). `None` when no
     /// station holds it.
     pub fn db_stretch(&self) -> Option<f64> {
-        let base = solve(self.customers, &self.stations, self.delay_us);
         let (mut weighed, mut shares) = (0.0, 0.0);
-        for (s, r) in self.stations.iter().zip(&base.residence_us) {
+        for (s, r) in self.stations.iter().zip(&self.residence_us) {
             if s.db_share > 0.0 && s.demand_us > 0.0 {
                 weighed += s.db_share * r / s.demand_us;
                 shares += s.db_share;

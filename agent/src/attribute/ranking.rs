@@ -199,7 +199,6 @@ impl Bound {
         if let Some(host_ns) = meta.host_busy_ns.filter(|_| host_cpus > 0.0 && serving_spans_host && requests > 0) {
             let host = cpus(host_ns, host_cpus);
             if host / host_cpus >= SATURATED {
-                let round_trips = profile.wire.as_ref().map_or(0, |w| w.pg.round_trips);
                 let db_ns: u64 = meta.db_servers.iter().map(|s| s.cpu_ns).sum();
                 let client_ns: u64 = meta.http_clients.iter().map(|c| c.cpu_ns).sum();
                 let upstream_ns: u64 = meta.upstream_servers.iter().map(|u| u.cpu_ns).sum();
@@ -211,12 +210,9 @@ impl Bound {
                     other_cpus: cpus(host_ns.saturating_sub(serving_ns), host_cpus),
                     client_cpus: (!meta.http_clients.is_empty()).then(|| cpus(client_ns, host_cpus)),
                     upstream_cpus: (!meta.upstream_servers.is_empty()).then(|| cpus(upstream_ns, host_cpus)),
-                    db_cpu_us_per_round_trip: (!meta.db_servers.is_empty() && round_trips > 0).then(|| {
-                        // The CPU of connections set up during the run is the set-ups' own
-                        // (`GainInputs::db_setup_cpu_us`), not the round trips'.
-                        let exited = profile.connection_setup_server_cpu().map_or(0, |(ns, _)| ns);
-                        db_ns.saturating_sub(exited) as f64 / 1e3 / round_trips as f64
-                    }),
+                    // The CPU of connections set up during the run is the set-ups' own
+                    // (`GainInputs::db_setup_cpu_us`), not the round trips'.
+                    db_cpu_us_per_round_trip: profile.db_cpu_us_per_round_trip(),
                 };
             }
         }
@@ -433,8 +429,7 @@ pub fn predict_with(finding: &Finding, bound: &Bound, ctx: &GainInputs, model: O
 fn closed_loop_gain(finding: &Finding, ctx: &GainInputs, model: &ClosedLoop, cpu_share: f64) -> Gain {
     let app = cpu_share * model.app_cpu_us;
     let per_round_trip = model.db_cpu_per_round_trip(ctx.round_trips_per_request);
-    let setups = finding.counts_per_request.get("connection_setups").copied().unwrap_or(0.0);
-    let db = per_round_trip.map_or(0.0, |d| finding.round_trips_per_request.unwrap_or(0.0) * d) + model.db_setup_cpu_us.or(ctx.db_setup_cpu_us).map_or(0.0, |d| setups * d);
+    let db = per_round_trip.map_or(0.0, |d| finding.round_trips_per_request.unwrap_or(0.0) * d) + setup_db_cpu_us(finding, ctx).unwrap_or(0.0);
     let stretch = model.db_stretch().unwrap_or(1.0);
     let delay = (finding.db_latency_us_per_request.unwrap_or(0.0) - db * stretch).max(0.0);
     let p = model.without(&Removal { app_cpu_us: app, db_cpu_us: db, delay_us: delay });

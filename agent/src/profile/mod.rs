@@ -757,6 +757,19 @@ impl Profile {
         let setups = self.wire.as_ref().map_or(0, |w| w.pg.connections_timed);
         (setups > 0 && !self.meta.db_servers.is_empty()).then(|| (self.meta.db_servers.iter().map(|s| s.exited_cpu_ns).sum(), setups))
     }
+
+    /// The database servers' CPU per round trip on the wire, µs: their CPU over the run, less
+    /// that of connections set up and closed during it ([`Profile::connection_setup_server_cpu`]),
+    /// over all round trips (each alike: an upper bound for a ping, which costs the server less
+    /// than a statement). `None` without a server measured on this host or a round trip.
+    pub fn db_cpu_us_per_round_trip(&self) -> Option<f64> {
+        let round_trips = self.wire.as_ref().map_or(0, |w| w.pg.round_trips);
+        (!self.meta.db_servers.is_empty() && round_trips > 0).then(|| {
+            let db_ns: u64 = self.meta.db_servers.iter().map(|s| s.cpu_ns).sum();
+            let exited = self.connection_setup_server_cpu().map_or(0, |(ns, _)| ns);
+            db_ns.saturating_sub(exited) as f64 / 1e3 / round_trips as f64
+        })
+    }
 }
 
 #[cfg(test)]
