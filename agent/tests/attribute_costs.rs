@@ -287,7 +287,7 @@ fn windowed_syscall_counts_are_scaled_and_marked() {
     assert!(close(per(&r), getrandom as f64 / req as f64));
     assert!(!profiler::render::ranking::markdown(&r).contains("Estimates:"));
     p.meta.duration_ns = 4_000_000_000;
-    p.meta.syscall_windows = Some(profiler::profile::SyscallWindows { duty_pct: 25, period_ns: 1_000_000_000, windows: 4, traced_ns: 1_000_000_000, request_share: None, tracepoint_tax_ns: None });
+    p.meta.syscall_windows = Some(profiler::profile::SyscallWindows { duty_pct: 25, period_ns: 1_000_000_000, windows: 4, traced_ns: 1_000_000_000, request_share: None, tracepoint_tax_ns: None, window_ns: Vec::new(), window_request_share: Vec::new() });
     let r = ranked(&p, req, None);
     assert_eq!(r.syscalls_traced_share, Some(0.25));
     assert!(close(per(&r), 4.0 * getrandom as f64 / req as f64), "{}", per(&r));
@@ -303,7 +303,7 @@ fn windowed_syscall_counts_scale_by_the_requests_inside_the_windows() {
     let (mut p, req) = load("without.txt");
     let getrandom = p.syscalls.iter().find(|s| s.name == "getrandom").expect("fixture has getrandom").count;
     p.meta.duration_ns = 4_000_000_000;
-    p.meta.syscall_windows = Some(profiler::profile::SyscallWindows { duty_pct: 25, period_ns: 1_000_000_000, windows: 4, traced_ns: 1_000_000_000, request_share: Some(0.2), tracepoint_tax_ns: None });
+    p.meta.syscall_windows = Some(profiler::profile::SyscallWindows { duty_pct: 25, period_ns: 1_000_000_000, windows: 4, traced_ns: 1_000_000_000, request_share: Some(0.2), tracepoint_tax_ns: None, window_ns: Vec::new(), window_request_share: Vec::new() });
     let r = ranked(&p, req, None);
     assert_eq!(r.syscalls_traced_share, Some(0.2));
     assert_eq!(r.syscalls_scaled_by.as_deref(), Some("requests"));
@@ -312,7 +312,7 @@ fn windowed_syscall_counts_scale_by_the_requests_inside_the_windows() {
     let md = profiler::render::ranking::markdown(&r);
     assert!(md.contains("Estimates: syscalls were counted in windows (`--syscalls-duty`) that held 20.0% of the requests the wire saw served, and the counts scaled by 5.00."), "{md}");
     // Every call counted: no scaling, whatever the share says.
-    p.meta.syscall_windows = Some(profiler::profile::SyscallWindows { duty_pct: 100, period_ns: 1_000_000_000, windows: 1, traced_ns: 4_000_000_000, request_share: Some(0.2), tracepoint_tax_ns: None });
+    p.meta.syscall_windows = Some(profiler::profile::SyscallWindows { duty_pct: 100, period_ns: 1_000_000_000, windows: 1, traced_ns: 4_000_000_000, request_share: Some(0.2), tracepoint_tax_ns: None, window_ns: Vec::new(), window_request_share: Vec::new() });
     let r = ranked(&p, req, None);
     assert_eq!((r.syscalls_traced_share, r.syscalls_scaled_by), (None, None));
 }

@@ -869,16 +869,22 @@ impl Collector {
             None => Vec::new(),
         };
         let (syscalls, syscall_windows) = match self.syscalls.take() {
-            Some(tracer) => {
+            Some(mut tracer) => {
                 add_lost(tracer.ebpf(), &mut lost)?;
+                // The window open at the end counted calls: its span counts too.
+                tracer.close()?;
                 // Counted in windows: the share of the requests served inside them, when the
                 // wire saw the requests (see Meta::syscall_scale).
-                let request_share = match &request_spread {
-                    Some(spread) if tracer.duty_pct() < 100 || tracer.held() => spread.share_within(tracer.spans()),
+                let shares = match &request_spread {
+                    Some(spread) if tracer.duty_pct() < 100 || tracer.held() => spread.shares_within(tracer.spans()),
                     _ => None,
                 };
                 let (stats, mut windows) = tracer.finish(duration)?;
+                let request_share = shares.as_ref().map(|s| s.iter().sum::<f64>().clamp(0.0, 1.0));
                 windows.request_share = request_share.filter(|&s| s > 0.0);
+                if windows.request_share.is_some() && shares.as_ref().is_some_and(|s| s.len() == windows.window_ns.len()) {
+                    windows.window_request_share = shares.unwrap_or_default();
+                }
                 (stats, Some(windows))
             }
             None => (Vec::new(), None),

@@ -61,6 +61,10 @@ pub(super) struct SyscallTracer {
     /// The closed windows, `[start, end)` in ns of `CLOCK_MONOTONIC` (the wire's clock): from
     /// the attach of both programs to the start of their detach.
     spans: Vec<(u64, u64)>,
+    /// Calls counted per syscall number at the close of the latest window (the map's running
+    /// totals), and each closed window's calls: `(number, calls)` of the numbers it counted.
+    totals: Vec<u64>,
+    window_counts: Vec<Vec<(u32, u64)>>,
     /// [`super::Options::syscalls_gate`].
     gate: Option<super::Gate>,
     /// A tick found the gate closed: the windows do not cover the whole run.
@@ -80,7 +84,7 @@ impl SyscallTracer {
             let prog: &mut RawTracePoint = program(&mut ebpf, name)?;
             prog.load().map_err(|e| load_error(name, e))?;
         }
-        let mut tracer = SyscallTracer { ebpf, duty_pct, links: None, window: 0, opened: None, traced: Duration::ZERO, spans: Vec::new(), tax_ns: None, gate, held: false };
+        let mut tracer = SyscallTracer { ebpf, duty_pct, links: None, window: 0, opened: None, traced: Duration::ZERO, spans: Vec::new(), tax_ns: None, totals: vec![0; abi::MAX_SYSCALLS as usize], window_counts: Vec::new(), gate, held: false };
         // Here rather than at the first window, whose length the calibration would shorten.
         tracer.tax_ns = Some(tracer.calibrate()?);
         Ok(tracer)
@@ -160,7 +164,8 @@ impl SyscallTracer {
         })
     }
 
-    /// Closes the open window (detaches both programs) and adds its time.
+    /// Closes the open window (detaches both programs), adds its time and keeps the calls it
+    /// counted per syscall (the map's totals less those at the previous close).
     pub(super) fn close(&mut self) -> Result<(), CollectError> {
         let Some(links) = self.links.take() else {
             return Ok(());
@@ -169,7 +174,12 @@ impl SyscallTracer {
             self.traced += opened.elapsed();
             self.spans.push((start, super::monotonic_ns()));
         }
-        self.detach_pair(links)
+        self.detach_pair(links)?;
+        let totals = counts(&self.ebpf)?;
+        let window = totals.iter().zip(&self.totals).enumerate().filter(|(_, (now, before))| now > before).map(|(nr, (now, before))| (nr as u32, now - before)).collect();
+        self.window_counts.push(window);
+        self.totals = totals;
+        Ok(())
     }
 
     /// Opens or closes the window for `elapsed` time since the run started (a window is open
@@ -200,7 +210,14 @@ impl SyscallTracer {
     /// `(per syscall, windows)`.
     pub(super) fn finish(mut self, run: Duration) -> Result<(Vec<SyscallStat>, SyscallWindows), CollectError> {
         self.close()?;
-        let stats = drain(&self.ebpf)?;
+        let mut stats = drain(&self.ebpf)?;
+        // Per-window counts only where there are windows to compare (not at a duty of 100%).
+        let window_ns: Vec<u64> = if self.spans.len() > 1 { self.spans.iter().map(|(start, end)| end.saturating_sub(*start)).collect() } else { Vec::new() };
+        if !window_ns.is_empty() && self.window_counts.len() == window_ns.len() {
+            for stat in &mut stats {
+                stat.window_counts = self.window_counts.iter().map(|w| w.iter().find(|(nr, _)| *nr == stat.nr).map_or(0, |(_, n)| *n)).collect();
+            }
+        }
         let windows = SyscallWindows {
             duty_pct: self.duty_pct,
             period_ns: WINDOW_PERIOD.as_nanos() as u64,
@@ -208,6 +225,8 @@ impl SyscallTracer {
             traced_ns: (self.traced.as_nanos() as u64).min(run.as_nanos() as u64),
             request_share: None,
             tracepoint_tax_ns: self.tax_ns,
+            window_ns: if stats.first().is_some_and(|s| !s.window_counts.is_empty()) { window_ns } else { Vec::new() },
+            window_request_share: Vec::new(),
         };
         Ok((stats, windows))
     }
@@ -264,6 +283,14 @@ fn syscall_ns() -> f64 {
         // SAFETY: getppid takes no arguments and cannot fail.
         unsafe { libc::syscall(libc::SYS_getppid) };
     })
+}
+
+/// The calls counted so far per syscall number (summed over CPUs), indexed by number.
+fn counts(ebpf: &Ebpf) -> Result<Vec<u64>, CollectError> {
+    let map = ebpf.map(names::MAP_SYSCALL_STATS).ok_or_else(|| map_error(names::MAP_SYSCALL_STATS, "missing"))?;
+    let stats: PerCpuArray<&MapData, AbiSyscallStat> =
+        PerCpuArray::try_from(map).map_err(|e| map_error(names::MAP_SYSCALL_STATS, e))?;
+    (0..abi::MAX_SYSCALLS).map(|nr| Ok(stats.get(&nr, 0).map_err(|e| map_error(names::MAP_SYSCALL_STATS, e))?.iter().map(|cpu| cpu.count).sum())).collect()
 }
 
 /// Sums the per-CPU statistics per syscall number; syscalls never seen are left out. Most

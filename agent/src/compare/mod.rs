@@ -39,7 +39,11 @@
 //!   of the same code; see [`NOISE_FLOOR`]). Profile figures are called only when both sides
 //!   come from a bench with measured runs; otherwise their significance is unknown. Counts per
 //!   request must also change by [`COUNT_FLOOR_PER_REQUEST`], and syscalls that wait for work
-//!   ([`IDLE_SYSCALLS`]) by [`IDLE_SYSCALL_FLOOR`] of their value. The samples on a bursty
+//!   ([`IDLE_SYSCALLS`]) by [`IDLE_SYSCALL_FLOOR`] of their value. Syscalls counted in
+//!   windows take their measured over-dispersion: the variance of a count is its
+//!   [`crate::profile::SyscallWindows::dispersion`] over the windows times the count, so calls
+//!   that come in one burst (a connection's `accept4`, `epoll_ctl` and `close` at a run's
+//!   edges, inside one window or none) need a change larger than the burst. The samples on a bursty
 //!   path (stacks with a frame of one of the catalog's [`crate::attribute::catalog::BURSTY`]
 //!   sets: the heap's growth, mimalloc extending a fresh page and the kernel faulting in and
 //!   zeroing pages; a database client opening a connection) take [`BURSTY_FRAME_FLOOR`]
@@ -448,6 +452,10 @@ struct Figures {
     /// Syscall counts as counted, and the factor to the whole run's (`Meta::syscall_scale`).
     syscalls: BTreeMap<String, u64>,
     syscall_scale: f64,
+    /// Each syscall's calls per window (`SyscallStat::window_counts`), and the windows (whose
+    /// [`crate::profile::SyscallWindows::dispersion`] a row's noise takes).
+    syscall_windows: BTreeMap<String, Vec<u64>>,
+    windows: Option<crate::profile::SyscallWindows>,
     round_trips: BTreeMap<String, u64>,
     spawn_samples: u64,
     lock_waits: (u64, u64),
@@ -509,6 +517,23 @@ fn bursty_only(profile: &Profile, rules: &RuleSet) -> Option<Profile> {
     only.on_cpu.retain(|c| on_path(c.stack));
     only.off_cpu.clear();
     Some(only)
+}
+
+impl Figures {
+    /// The dispersion index ([`crate::profile::SyscallWindows::dispersion`]) of the calls of
+    /// the syscalls `names` together, window by window; 1 (Poisson) when the profile has no
+    /// per-window counts.
+    fn dispersion(&self, names: &[&str]) -> f64 {
+        let Some(windows) = &self.windows else { return 1.0 };
+        let mut sum = vec![0u64; windows.window_ns.len()];
+        for counts in names.iter().filter_map(|n| self.syscall_windows.get(*n)) {
+            if counts.len() != sum.len() {
+                return 1.0;
+            }
+            sum.iter_mut().zip(counts).for_each(|(s, c)| *s += c);
+        }
+        windows.dispersion(&sum).unwrap_or(1.0)
+    }
 }
 
 fn figures(profile: &Profile, requests: Option<u64>, norm: Normalization, rules: &RuleSet, label: &str) -> Figures {
@@ -584,7 +609,9 @@ fn figures(profile: &Profile, requests: Option<u64>, norm: Normalization, rules:
         }
     }
     let syscall_scale = profile.meta.syscall_scale();
-    Figures { samples, k, per_req, costs, named, layers, syscalls, syscall_scale, round_trips, spawn_samples, lock_waits, frames, self_frames }
+    let syscall_windows = profile.syscalls.iter().filter(|s| !s.window_counts.is_empty()).map(|s| (s.name.clone(), s.window_counts.clone())).collect();
+    let windows = profile.meta.syscall_windows.clone();
+    Figures { samples, k, per_req, costs, named, layers, syscalls, syscall_scale, syscall_windows, windows, round_trips, spawn_samples, lock_waits, frames, self_frames }
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -652,10 +679,18 @@ impl Scaler {
     /// (stacks with a frame of one of the catalog's [`crate::attribute::catalog::BURSTY`]
     /// sets): that part of the value takes [`BURSTY_FRAME_FLOOR`], the rest the section's
     /// floor.
-    fn row_split(&self, section: Section, name: &str, unit: &str, (nb, kb): (u64, f64), (nh, kh): (u64, f64), growth: (u64, u64)) -> Row {
+    fn row_split(&self, section: Section, name: &str, unit: &str, base: (u64, f64), head: (u64, f64), growth: (u64, u64)) -> Row {
+        self.row_dispersed(section, name, unit, base, head, growth, (1.0, 1.0))
+    }
+
+    /// [`Scaler::row_split`] for counts whose variance is `dispersion.0`, `dispersion.1` times
+    /// their Poisson variance ([`crate::profile::SyscallWindows::dispersion`]: calls that come in
+    /// bursts).
+    #[allow(clippy::too_many_arguments)]
+    fn row_dispersed(&self, section: Section, name: &str, unit: &str, (nb, kb): (u64, f64), (nh, kh): (u64, f64), growth: (u64, u64), (db, dh): (f64, f64)) -> Row {
         let (b, h) = (nb as f64 * kb, nh as f64 * kh);
         let (gb, gh) = (growth.0.min(nb) as f64 * kb, growth.1.min(nh) as f64 * kh);
-        let se = (nb as f64 * kb * kb + nh as f64 * kh * kh).sqrt();
+        let se = (db * nb as f64 * kb * kb + dh * nh as f64 * kh * kh).sqrt();
         let absolute = if unit.ends_with("/req") && unit != "µs/req" { COUNT_FLOOR_PER_REQUEST } else { 0.0 };
         let z = if matches!(section, Section::Frames | Section::SelfFrames) { NOISE_Z_FRAMES } else { NOISE_Z };
         let idle = section == Section::Syscalls && IDLE_SYSCALLS.contains(&name);
@@ -793,13 +828,22 @@ fn compare_test(b: &TestSide, h: &TestSide, opts: &Options<'_>) -> TestDiff {
         rows.extend(section(Section::RoundTrips, "round trips/req", &fb.round_trips, &fh.round_trips, rb, rh, 1));
         // Counts seen in windows carry the Poisson noise of what was seen: scaled by the
         // window factor, not counted as if every call had been.
+        // Calls that come in bursts (a connection's accept, epoll_ctl and close at a run's
+        // edges) vary more than Poisson: their dispersion over the windows scales the variance.
         let (sb, sh) = (rb * fb.syscall_scale, rh * fh.syscall_scale);
-        rows.extend(section(Section::Syscalls, "calls/req", &fb.syscalls, &fh.syscalls, sb, sh, 1));
-        let clones = |f: &Figures| ["clone", "clone3", "fork", "vfork"].iter().filter_map(|n| f.syscalls.get(*n)).sum::<u64>();
-        let mut spawns = vec![
-            sc.row(Section::Spawns, "tokio task spawns (CPU in spawn calls)", cpu_unit, (fb.spawn_samples, fb.k), (fh.spawn_samples, fh.k)),
-            sc.row(Section::Spawns, "thread/process spawns (clone, clone3, fork, vfork)", "calls/req", (clones(&fb), sb), (clones(&fh), sh)),
-        ];
+        let syscall_row = |name: &str, names: &[&str]| {
+            let count = |f: &Figures| names.iter().filter_map(|n| f.syscalls.get(*n)).sum::<u64>();
+            (count(&fb) + count(&fh) > 0).then(|| sc.row_dispersed(Section::Syscalls, name, "calls/req", (count(&fb), sb), (count(&fh), sh), (0, 0), (fb.dispersion(names), fh.dispersion(names))))
+        };
+        let names: BTreeSet<&String> = fb.syscalls.keys().chain(fh.syscalls.keys()).collect();
+        let mut syscalls: Vec<Row> = names.into_iter().filter_map(|n| syscall_row(n, &[n.as_str()])).collect();
+        by_change(&mut syscalls);
+        rows.extend(syscalls);
+        let mut spawns = vec![sc.row(Section::Spawns, "tokio task spawns (CPU in spawn calls)", cpu_unit, (fb.spawn_samples, fb.k), (fh.spawn_samples, fh.k))];
+        if let Some(mut clones) = syscall_row("thread/process spawns (clone, clone3, fork, vfork)", &["clone", "clone3", "fork", "vfork"]) {
+            clones.section = Section::Spawns;
+            spawns.push(clones);
+        }
         spawns.retain(|r| r.counts != Some((0, 0)));
         rows.extend(spawns);
         let mut locks = vec![sc.row(Section::LockWaits, "off-CPU waits in Mutex/RwLock", "waits/req", (fb.lock_waits.0, rb), (fh.lock_waits.0, rh))];
@@ -1016,6 +1060,44 @@ mod tests {
         assert_eq!(caller.significance, Significance::WithinNoise, "{caller:?}");
         let off_path = scaler.row_split(Section::Frames, "alloc::raw_vec::RawVecInner<A>::finish_grow", "µs/req", (77, k), (600, k), (15, 15));
         assert_eq!(off_path.significance, Significance::Beyond, "{off_path:?}");
+    }
+
+    /// `diff_bench` in CI: `epoll_ctl` 0 -> 130 calls counted in the windows (0.061 per
+    /// request) between two benches of `deals-create` that differed only in a JSON parse: wrk's
+    /// 64 connections registered and removed inside one window. At Poisson's variance (and
+    /// the bench's floor of 0.35) that was called; with the burst's dispersion (all 130 calls
+    /// in one of 8 windows: 130, see `SyscallWindows::dispersion`) it is noise. The same calls
+    /// spread over the windows (dispersion 1) are still called, as are calls per request that
+    /// grow by far more than the burst.
+    #[test]
+    fn calls_that_come_in_one_burst_need_more_than_poissons_noise() {
+        let scaler = Scaler { floor: Some(0.35) };
+        let k = 0.061_299 / 130.0;
+        let poisson = scaler.row_dispersed(Section::Syscalls, "epoll_ctl", "calls/req", (0, k), (130, k), (0, 0), (1.0, 1.0));
+        assert_eq!(poisson.significance, Significance::Beyond, "{poisson:?}");
+        let burst = scaler.row_dispersed(Section::Syscalls, "epoll_ctl", "calls/req", (0, k), (130, k), (0, 0), (1.0, 130.0));
+        assert_eq!(burst.significance, Significance::WithinNoise, "{burst:?}");
+        // A connection per request: 2 epoll_ctl calls per request, 4,240 calls, evenly spread.
+        let per_request = scaler.row_dispersed(Section::Syscalls, "epoll_ctl", "calls/req", (130, k), (4_240, k), (0, 0), (130.0, 1.0));
+        assert_eq!(per_request.significance, Significance::Beyond, "{per_request:?}");
+    }
+
+    /// A profile's windows and calls per window give the row's dispersion; a profile without
+    /// them gives Poisson's.
+    #[test]
+    fn figures_take_the_dispersion_of_the_calls_per_window() {
+        let mut p = Profile::default();
+        p.meta.syscall_windows = Some(crate::profile::SyscallWindows { window_ns: vec![250_000_000; 8], ..Default::default() });
+        let stat = |name: &str, window_counts: Vec<u64>| crate::profile::SyscallStat { name: name.into(), count: window_counts.iter().sum(), window_counts, ..Default::default() };
+        p.syscalls = vec![stat("epoll_ctl", vec![0, 0, 130, 0, 0, 0, 0, 0]), stat("clone", vec![65, 0, 0, 0, 0, 0, 0, 0]), stat("clone3", vec![0, 65, 0, 0, 0, 0, 0, 0])];
+        let f = figures(&p, Some(1_000), Normalization::PerRequest, &RuleSet::builtin(), "t");
+        assert!((f.dispersion(&["epoll_ctl"]) - 130.0).abs() < 1e-9);
+        // Two syscalls together, window by window: 65 65 0 ... over 8 windows expect 16.25;
+        // X² = 2 × 48.75²/16.25 + 6 × 16.25 = 390, over 7: 55.71.
+        assert!((f.dispersion(&["clone", "clone3", "fork"]) - 390.0 / 7.0).abs() < 1e-9);
+        p.syscalls.iter_mut().for_each(|s| s.window_counts.clear());
+        let f = figures(&p, Some(1_000), Normalization::PerRequest, &RuleSet::builtin(), "t");
+        assert_eq!(f.dispersion(&["epoll_ctl"]), 1.0);
     }
 
     #[test]

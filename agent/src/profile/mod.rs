@@ -226,6 +226,63 @@ pub struct SyscallWindows {
     /// run time). `None` in profiles written before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracepoint_tax_ns: Option<f64>,
+    /// Length of each closed window, ns, in the order they were open; each syscall's
+    /// [`SyscallStat::window_counts`] follows it. Empty with a duty of 100% (one window) and in
+    /// profiles written before it was kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub window_ns: Vec<u64>,
+    /// Share (0..=1) of the HTTP requests' work the wire saw done inside each closed window,
+    /// in the order of [`SyscallWindows::window_ns`] ([`crate::wire::spread::RequestSpread::shares_within`]);
+    /// their sum is [`SyscallWindows::request_share`]. Empty when that is `None` or
+    /// `window_ns` is empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub window_request_share: Vec<f64>,
+}
+
+/// Fewest windows for a [`SyscallWindows::dispersion`]: 4 (3 degrees of freedom).
+pub const DISPERSION_MIN_WINDOWS: usize = 4;
+
+impl SyscallWindows {
+    /// The dispersion index of one syscall's calls over the windows (the quasi-Poisson scale's
+    /// moment estimate, McCullagh & Nelder, *Generalized Linear Models*, 2nd ed., 1989):
+    /// Pearson's `X² = Σ (cᵢ - eᵢ)² / eᵢ` over `n - 1` degrees of freedom, where `cᵢ` is
+    /// `counts[i]` and `eᵢ` the calls window `i` would hold if they followed its exposure: the
+    /// requests' work done in it ([`SyscallWindows::window_request_share`]), else its time
+    /// ([`SyscallWindows::window_ns`]). Calls made by each request (its reads and writes) give
+    /// about 1 (the load's ups and downs between windows are in the exposure); calls that come
+    /// in bursts (wrk's 64 connections accepted and registered with `epoll_ctl` at once) give
+    /// about the burst's size. The variance of a count is this index times the count, so the
+    /// standard error of a count `n` is `sqrt(index × n)` rather than Poisson's `sqrt(n)`.
+    /// Between 1 and the calls counted (all of them one burst); the calls counted when some
+    /// fall in a window of no exposure. `None` when there are fewer than
+    /// [`DISPERSION_MIN_WINDOWS`] windows, when `counts` does not have one entry per window,
+    /// or when no call was counted.
+    pub fn dispersion(&self, counts: &[u64]) -> Option<f64> {
+        let exposure: Vec<f64> = if self.window_request_share.len() == self.window_ns.len() {
+            self.window_request_share.clone()
+        } else {
+            self.window_ns.iter().map(|&ns| ns as f64).collect()
+        };
+        if exposure.len() < DISPERSION_MIN_WINDOWS || counts.len() != exposure.len() {
+            return None;
+        }
+        let calls: u64 = counts.iter().sum();
+        let total: f64 = exposure.iter().sum();
+        if calls == 0 || total <= 0.0 {
+            return None;
+        }
+        let rate = calls as f64 / total;
+        let mut x2 = 0.0;
+        for (&c, &t) in counts.iter().zip(&exposure) {
+            let e = rate * t;
+            if e > 0.0 {
+                x2 += (c as f64 - e).powi(2) / e;
+            } else if c > 0 {
+                return Some(calls as f64);
+            }
+        }
+        Some((x2 / (counts.len() - 1) as f64).clamp(1.0, (calls as f64).max(1.0)))
+    }
 }
 
 /// The agent's own cost during a run (`collect::Collector`), measured on its own process.
@@ -484,6 +541,12 @@ pub struct SyscallStat {
     /// profiles written before it was counted.
     #[serde(default)]
     pub bytes: u64,
+    /// Calls counted in each closed window, in the order of [`SyscallWindows::window_ns`]
+    /// (their sum is `count`, less any call a program finished counting after its window's
+    /// detach). Empty when the calls were counted in one window and in profiles
+    /// written before it was kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub window_counts: Vec<u64>,
 }
 
 /// The syscalls whose positive return value is the bytes they moved (their man pages'
@@ -777,7 +840,38 @@ mod tests {
     use super::{Meta, SyscallWindows};
 
     fn meta(duty_pct: u32, traced_ns: u64, request_share: Option<f64>) -> Meta {
-        Meta { duration_ns: 8_000_000_000, syscall_windows: Some(SyscallWindows { duty_pct, period_ns: 1_000_000_000, windows: 8, traced_ns, request_share, tracepoint_tax_ns: None }), ..Meta::default() }
+        Meta { duration_ns: 8_000_000_000, syscall_windows: Some(SyscallWindows { duty_pct, period_ns: 1_000_000_000, windows: 8, traced_ns, request_share, tracepoint_tax_ns: None, window_ns: Vec::new(), window_request_share: Vec::new() }), ..Meta::default() }
+    }
+
+    /// By hand: 8 windows of 250 ms, 130 calls. All in one window: each window expects
+    /// 16.25, X² = 113.75²/16.25 + 7 × 16.25 = 910, over 7 degrees of freedom 130. Spread
+    /// 16 or 17 a window: X² = (6 × 0.25² + 2 × 0.75²)/16.25 = 0.092, so 1 (the floor).
+    /// A last window half as long expects half as many calls.
+    #[test]
+    fn dispersion_is_pearsons_chi_square_over_the_degrees_of_freedom() {
+        let windows = |ns: Vec<u64>| SyscallWindows { window_ns: ns, ..SyscallWindows::default() };
+        let eight = windows(vec![250_000_000; 8]);
+        assert!((eight.dispersion(&[130, 0, 0, 0, 0, 0, 0, 0]).unwrap() - 130.0).abs() < 1e-9);
+        assert_eq!(eight.dispersion(&[16, 17, 16, 16, 17, 16, 16, 16]), Some(1.0));
+        // 5 windows, the last 125 ms: rate 90 calls / 1.125 s, expected 20 20 20 20 10.
+        let short_last = windows(vec![250_000_000, 250_000_000, 250_000_000, 250_000_000, 125_000_000]);
+        assert_eq!(short_last.dispersion(&[20, 20, 20, 20, 10]), Some(1.0));
+        // (40-20)²/20 + (0-20)²/20 + 0 + 0 + 0 = 40, over 4: 10.
+        assert!((short_last.dispersion(&[40, 0, 20, 20, 10]).unwrap() - 10.0).abs() < 1e-9);
+        // Exposure by the requests' work when the wire saw it: a window that served twice the
+        // requests expects twice the calls (0.4 0.2 0.2 0.2 of 100 calls: 40 20 20 20).
+        let by_requests = SyscallWindows { window_ns: vec![250_000_000; 4], window_request_share: vec![0.2, 0.1, 0.1, 0.1], ..SyscallWindows::default() };
+        assert_eq!(by_requests.dispersion(&[40, 20, 20, 20]), Some(1.0));
+        // The same calls by time: X² = (15² + 3 × 5²)/25 = 12, over 3: 4.
+        assert!((windows(vec![250_000_000; 4]).dispersion(&[40, 20, 20, 20]).unwrap() - 4.0).abs() < 1e-9);
+        // Calls in a window that served no request (wrk closing its connections after the
+        // load): as dispersed as one burst can be, the calls counted.
+        let idle_last = SyscallWindows { window_ns: vec![250_000_000; 4], window_request_share: vec![0.3, 0.3, 0.3, 0.0], ..SyscallWindows::default() };
+        assert_eq!(idle_last.dispersion(&[0, 1, 0, 64]), Some(65.0));
+        // Too few windows, a count per window missing, nothing counted.
+        assert_eq!(windows(vec![250_000_000; 3]).dispersion(&[1, 2, 3]), None);
+        assert_eq!(eight.dispersion(&[1, 2, 3]), None);
+        assert_eq!(eight.dispersion(&[0; 8]), None);
     }
 
     /// Counts from windows that held a quarter of the requests are multiplied by 4; without a

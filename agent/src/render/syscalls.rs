@@ -180,6 +180,7 @@ mod tests {
             total_ns: 1_000,
             latency_log2_ns: vec![],
             bytes: 96,
+            window_counts: Vec::new(),
         };
         let r = syscall_report(&stat, 500_000_000, 1.0);
         // 6 successful reads moved 96 bytes.

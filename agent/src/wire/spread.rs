@@ -163,13 +163,20 @@ impl RequestSpread {
     /// inside ([`RequestSpread::slow_down`]), else at their responses; `None` when the total
     /// weighs less than [`SPREAD_MIN_REQUESTS`].
     pub fn share_within(&self, spans: &[(u64, u64)]) -> Option<f64> {
+        self.shares_within(spans).map(|shares| shares.iter().sum::<f64>().clamp(0.0, 1.0))
+    }
+
+    /// [`RequestSpread::share_within`] span by span: one share per span of `spans`, their sum
+    /// the whole share. A long request's weight inside the windows is split between the spans
+    /// it overlaps by its time in each. `None` as for [`RequestSpread::share_within`].
+    pub fn shares_within(&self, spans: &[(u64, u64)]) -> Option<Vec<f64>> {
         let total = self.total();
         let origin = self.origin_ns?;
         if total < SPREAD_MIN_REQUESTS {
             return None;
         }
-        let mut inside = 0.0;
-        for &(start, end) in spans {
+        let mut inside = vec![0.0; spans.len()];
+        for (i, &(start, end)) in spans.iter().enumerate() {
             let (start, end) = (start.max(origin), end);
             if end <= start || self.buckets.is_empty() {
                 continue;
@@ -178,28 +185,50 @@ impl RequestSpread {
             for b in first..=last.min(self.buckets.len() as u64 - 1) {
                 let (b_start, b_end) = (origin + b * SPREAD_BUCKET_NS, origin + (b + 1) * SPREAD_BUCKET_NS);
                 let overlap = end.min(b_end) - start.max(b_start);
-                inside += f64::from(self.buckets[b as usize]) * overlap as f64 / SPREAD_BUCKET_NS as f64;
+                inside[i] += f64::from(self.buckets[b as usize]) * overlap as f64 / SPREAD_BUCKET_NS as f64;
             }
         }
         match self.slow_down(spans) {
             Some(SlowDown { factor: k, .. }) => {
                 for &(start, end) in &self.long {
                     let t_in = overlap(spans, start, end) as f64;
+                    if t_in == 0.0 {
+                        continue;
+                    }
                     let t_out = (end - start) as f64 - t_in;
-                    inside += (t_in / k) / (t_in / k + t_out);
+                    let weight = (t_in / k) / (t_in / k + t_out);
+                    for (i, ns) in overlaps(spans, start, end) {
+                        inside[i] += weight * ns as f64 / t_in;
+                    }
                 }
             }
-            None => inside += self.long.iter().filter(|&&(_, end)| overlap(spans, end, end + 1) == 1).count() as f64,
+            None => {
+                for &(_, end) in &self.long {
+                    if let Some((i, _)) = overlaps(spans, end, end + 1).next() {
+                        inside[i] += 1.0;
+                    }
+                }
+            }
         }
-        Some((inside / total).clamp(0.0, 1.0))
+        Some(inside.into_iter().map(|w| w / total).collect())
     }
+}
+
+/// The spans of `spans` (sorted by start, not overlapping) that `[start, end)` overlaps: their
+/// indices and the ns of the overlap.
+fn overlaps(spans: &[(u64, u64)], start: u64, end: u64) -> impl Iterator<Item = (usize, u64)> + '_ {
+    let first = spans.partition_point(|&(_, e)| e <= start);
+    spans[first..]
+        .iter()
+        .enumerate()
+        .take_while(move |(_, &(s, _))| s < end)
+        .map(move |(i, &(s, e))| (first + i, end.min(e).saturating_sub(start.max(s))))
+        .filter(|&(_, ns)| ns > 0)
 }
 
 /// ns of `[start, end)` inside `spans` (sorted by start, not overlapping).
 fn overlap(spans: &[(u64, u64)], start: u64, end: u64) -> u64 {
-    // The first span that ends after `start`.
-    let first = spans.partition_point(|&(_, e)| e <= start);
-    spans[first..].iter().take_while(|&&(s, _)| s < end).map(|&(s, e)| end.min(e).saturating_sub(start.max(s))).sum()
+    overlaps(spans, start, end).map(|(_, ns)| ns).sum()
 }
 
 #[cfg(test)]
@@ -263,6 +292,12 @@ mod tests {
         s.answered(1480 * MS, 1510 * MS);
         let share = s.share_within(&spans).expect("41 requests");
         assert!((share - 20.5 / 41.0).abs() < 1e-9, "{share}");
+        // Window by window: the first holds its 40 ms request and the half of the straddling
+        // one, every other its own request.
+        let shares = s.shares_within(&spans).expect("41 requests");
+        assert_eq!(shares.len(), 20);
+        assert!((shares[0] - 1.5 / 41.0).abs() < 1e-9, "{shares:?}");
+        assert!(shares[1..].iter().all(|&w| (w - 1.0 / 41.0).abs() < 1e-9), "{shares:?}");
     }
 
     /// A small deterministic generator for the simulations (64-bit LCG, Knuth's MMIX
@@ -350,6 +385,7 @@ mod tests {
         assert_eq!(s.share_within(&[(5100 * MS, 5200 * MS)]), Some(10.0 / 30.0));
         // Two windows add up; one before the first request adds nothing.
         assert_eq!(s.share_within(&[(1000 * MS, 2000 * MS), (5100 * MS, 5200 * MS), (5250 * MS, 5300 * MS)]), Some(15.0 / 30.0));
+        assert_eq!(s.shares_within(&[(1000 * MS, 2000 * MS), (5100 * MS, 5200 * MS), (5250 * MS, 5300 * MS)]), Some(vec![0.0, 10.0 / 30.0, 5.0 / 30.0]));
     }
 
     #[test]
