@@ -524,6 +524,39 @@ fn blocked_workers_gain_from_the_concurrency() {
     assert!(close(g.gain_pct, 2_000.0 / 35.0 * 100.0), "{g:?}");
 }
 
+/// A blocking call on a worker of a host busy with the service, its database and its client:
+/// a fresh user's axum service (a 500 µs `std::thread::sleep` under a lock on one of four
+/// routes; 2 workers, `wrk -c8`), its attach read the host's CPUs bound at 1.86 of 2 CPUs busy,
+/// 0.89 of them other processes', 1,955.7 µs of serving CPU per request, 499 req/s; the
+/// workers' model read W/(c+B-b) = 2/(957.1+49.1) µs = 1,988 req/s, +298.4%, above what the
+/// host had left. Capped by the host: (2 - 0.89)/1,955.7 µs = 567.6 req/s, +13.7%; the user
+/// measured +14% by switching the sleep off (8 s runs, 1,050 -> 1,188-1,203 req/s).
+#[test]
+fn a_freed_wait_gains_no_more_than_the_cpu_left() {
+    let mut f = finding(3, 0.0, Some(0.0), None, None);
+    f.samples = 0;
+    f.worker_blocked_us_per_request = Some(276.7);
+    let inputs = GainInputs {
+        worker_cpu_us_per_request: Some(957.1),
+        workers: Some(2.0),
+        worker_blocked_us_per_request: Some(325.8),
+        req_per_s: Some(499.0),
+        base_req_per_s: Some(499.0),
+        concurrency: Some(8.0),
+        ..GainInputs::default()
+    };
+    let host = Bound::HostCpu { used_cpus: 1.86, capacity_cpus: 2.0, cpu_us_per_request: 1955.7, other_cpus: 0.89, client_cpus: Some(0.03), upstream_cpus: None, db_cpu_us_per_round_trip: Some(62.5) };
+    let g = predict(&f, &host, &inputs);
+    assert_eq!(g.resource, "runtime_workers");
+    let cap = (2.0 - 0.89) * 1e6 / 1955.7 / 499.0 - 1.0;
+    assert!(close(g.gain_pct, cap * 100.0), "{g:?}");
+    assert!((13.0..14.5).contains(&g.gain_pct), "{g:?}");
+    assert!(g.formula.contains("the host's CPUs left to the requests"), "{}", g.formula);
+    // Without a CPU figure to cap it, the workers' model stands.
+    let g = predict(&f, &Bound::Unknown, &inputs);
+    assert!(close(g.gain_pct, (2.0e6 / (957.1 + 49.1) / 499.0 - 1.0) * 100.0), "{g:?}");
+}
+
 /// A lock wait behind another blocking call: field-cases' `/case/lock-across-sleep` holds a
 /// process-wide lock across a 356 µs `std::thread::sleep`, so each request blocks its worker
 /// in the sleep (356.4 µs) and the other worker on the lock (356.1 µs): `c` = 17.0 µs of

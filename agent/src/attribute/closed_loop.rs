@@ -397,6 +397,24 @@ impl ClosedLoop {
         Prediction { req_per_s: after, gain, formula }
     }
 
+    /// The most throughput the stations and ceilings allow without a cost, however many
+    /// requests were in flight: the least `servers / demand` over them once the cost's CPU is
+    /// taken off (as in [`ClosedLoop::without`]), in req/s comparable with the measured
+    /// throughput (scaled by measured over modelled when the model reaches less), and which
+    /// station it is. `None` when no station has a demand left.
+    pub fn ceiling(&self, removal: &Removal) -> Option<(f64, String)> {
+        let base = self.model_req_per_s.min(self.req_per_s);
+        let scale = if base > 0.0 { self.req_per_s / base } else { 1.0 };
+        self.stations
+            .iter()
+            .chain(&self.ceilings)
+            .filter_map(|s| {
+                let demand = s.demand_us - s.app_share * removal.app_cpu_us - s.db_share * removal.db_cpu_us;
+                (demand > 0.0 && s.servers > 0.0).then(|| (s.servers * 1e6 / demand * scale, format!("the {} {:.2}/{:.1} µs", s.label(), s.servers, demand)))
+            })
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+    }
+
     /// One line for a report: the stations, `N`, the fitted `Z` and the throughput.
     pub fn describe(&self) -> String {
         let parts: Vec<String> = self
@@ -479,6 +497,12 @@ mod tests {
         println!("{}", p.formula);
         assert!((p.req_per_s - 4_466.10).abs() < 0.1, "{p:?}");
         assert!((p.gain - 0.1165).abs() < 0.0005, "{p:?}");
+        // However many requests were in flight, one CPU of 200 µs serves 5,000 req/s, of
+        // 150 µs 6,667: the ceiling a freed wait's gain is capped by.
+        let (cap, station) = m.ceiling(&Removal::default()).unwrap();
+        assert!((cap - 5_000.0).abs() < 1e-6, "{cap} {station}");
+        let (cap, _) = m.ceiling(&Removal { app_cpu_us: 50.0, ..Removal::default() }).unwrap();
+        assert!((cap - 1e6 / 150.0).abs() < 1e-6, "{cap}");
     }
 
     /// Demands that cannot give the measured throughput even without a delay: Z = 0 and the

@@ -342,14 +342,81 @@ pub fn predict(finding: &Finding, bound: &Bound, ctx: &GainInputs) -> Gain {
 /// model's, [`closed_loop_gain`]; blocked runtime workers keep [`worker_gain`], and a
 /// full CPU set its share formula (the model's limit there).
 pub fn predict_with(finding: &Finding, bound: &Bound, ctx: &GainInputs, model: Option<&ClosedLoop>) -> Gain {
-    if let (Some(b), Some(c)) = (finding.worker_blocked_us_per_request.filter(|&b| b > 0.0), ctx.worker_cpu_us_per_request) {
-        return worker_gain(b, c, ctx);
-    }
     let rt_share = match (finding.round_trips_per_request, ctx.round_trips_per_request) {
         (Some(x), Some(all)) if all > 0.0 => Some((x / all).min(1.0)),
         _ => None,
     };
     let cpu_share = if finding.samples > 0 { finding.cpu_share } else { rt_share.map_or(0.0, |r| r * ctx.driver_cpu_share) };
+    let gain = predict_uncapped(finding, bound, ctx, model, rt_share, cpu_share);
+    if gain.resource == CLOSED_LOOP {
+        // Mean value analysis never passes a station's capacity, and the model's ceilings cap it.
+        return gain;
+    }
+    match cpu_ceiling(finding, bound, ctx, model.filter(|_| bound.uses_closed_loop()), cpu_share) {
+        Some((x_cap, x, why)) if x_cap / x - 1.0 < gain.gain_pct / 100.0 => {
+            let g = (x_cap / x - 1.0).max(0.0);
+            Gain {
+                gain_pct: g * 100.0,
+                predicted_req_per_s: ctx.base_req_per_s.map(|b| b * (1.0 + g)).filter(|v| v.is_finite()),
+                formula: format!("min({}, {why} = {:.2}%)", gain.formula, g * 100.0),
+                ..gain
+            }
+        }
+        _ => gain,
+    }
+}
+
+/// The most throughput the run's CPU sets allow once a finding is gone, whatever a gain
+/// model says: `(X' req/s, the measured X, how X' was computed)`, the least of
+/// - the app's own CPU set: `C / (a - d)` ([`app_set_cap`]);
+/// - the host's CPUs left to the requests, under [`Bound::HostCpu`]: `(H - o) / (h - d - e)`
+///   with `H` its CPUs, `o` the CPUs of its other processes, `h` the CPU per request that
+///   serves the requests, `d` the finding's app CPU and `e` its database CPU per request;
+/// - the database's CPU set, under [`Bound::DbCpu`]: `D / (b - e)` with `D` its CPUs and `b`
+///   its CPU per request;
+/// - under the closed-loop model, its stations' ([`ClosedLoop::ceiling`]).
+///
+/// A wait freed (a blocking call, a lock, a round trip's latency) gives back no CPU: where a CPU
+/// set is nearly full, its gain cannot pass what that set has left. `None` without the
+/// measured throughput or any of these figures.
+fn cpu_ceiling(finding: &Finding, bound: &Bound, ctx: &GainInputs, model: Option<&ClosedLoop>, cpu_share: f64) -> Option<(f64, f64, String)> {
+    let x = ctx.req_per_s.or(ctx.base_req_per_s).filter(|&x| x > 0.0)?;
+    let app = cpu_removed_us(finding, ctx, cpu_share);
+    let per_round_trip = match bound {
+        Bound::HostCpu { db_cpu_us_per_round_trip, .. } => *db_cpu_us_per_round_trip,
+        _ => ctx.db_cpu_us_per_request.zip(ctx.round_trips_per_request.filter(|&r| r > 0.0)).map(|(d, r)| d / r),
+    };
+    let db = finding.round_trips_per_request.unwrap_or(0.0) * per_round_trip.unwrap_or(0.0) + setup_db_cpu_us(finding, ctx).unwrap_or(0.0);
+    let mut caps: Vec<(f64, String)> = Vec::new();
+    if let Some((x_cap, _, c, a)) = app_set_cap(ctx, app) {
+        caps.push((x_cap, format!("the app's CPU set C/(a-d)/X-1 = {c}/({a:.1}-{app:.1}) µs / {x:.1} req/s - 1")));
+    }
+    match bound {
+        Bound::HostCpu { capacity_cpus, other_cpus, cpu_us_per_request, .. } if *cpu_us_per_request - app - db > 0.0 && capacity_cpus - other_cpus > 0.0 => {
+            let left = cpu_us_per_request - app - db;
+            caps.push(((capacity_cpus - other_cpus) * 1e6 / left, format!("the host's CPUs left to the requests (H-o)/(h-d-e)/X-1 = ({capacity_cpus:.2}-{other_cpus:.2})/({cpu_us_per_request:.1}-{app:.1}-{db:.1}) µs / {x:.1} req/s - 1")));
+        }
+        Bound::DbCpu { capacity_cpus, .. } => {
+            if let Some(b) = ctx.db_cpu_us_per_request.filter(|&b| b - db > 0.0) {
+                caps.push((capacity_cpus * 1e6 / (b - db), format!("the database's CPU set D/(b-e)/X-1 = {capacity_cpus:.2}/({b:.1}-{db:.1}) µs / {x:.1} req/s - 1")));
+            }
+        }
+        _ => {}
+    }
+    if let Some((cap, station)) = model.and_then(|m| m.ceiling(&Removal { app_cpu_us: app, db_cpu_us: db, delay_us: 0.0 })) {
+        caps.push((cap, format!("the closed loop's ceiling, {station}, / {x:.1} req/s - 1")));
+    }
+    caps.into_iter().min_by(|a, b| a.0.total_cmp(&b.0)).map(|(cap, why)| (cap, x, why))
+}
+
+/// [`Gain::resource`] of a gain from the closed-loop model.
+const CLOSED_LOOP: &str = "closed_loop";
+
+/// [`predict_with`] before [`cpu_ceiling`].
+fn predict_uncapped(finding: &Finding, bound: &Bound, ctx: &GainInputs, model: Option<&ClosedLoop>, rt_share: Option<f64>, cpu_share: f64) -> Gain {
+    if let (Some(b), Some(c)) = (finding.worker_blocked_us_per_request.filter(|&b| b > 0.0), ctx.worker_cpu_us_per_request) {
+        return worker_gain(b, c, ctx);
+    }
     if let Some(m) = model.filter(|_| bound.uses_closed_loop()) {
         return closed_loop_gain(finding, ctx, m, cpu_share);
     }
@@ -434,7 +501,7 @@ fn closed_loop_gain(finding: &Finding, ctx: &GainInputs, model: &ClosedLoop, cpu
     let delay = (finding.db_latency_us_per_request.unwrap_or(0.0) - db * stretch).max(0.0);
     let p = model.without(&Removal { app_cpu_us: app, db_cpu_us: db, delay_us: delay });
     Gain {
-        resource: "closed_loop".into(),
+        resource: CLOSED_LOOP.into(),
         share: None,
         removed_us: Some(app + db + delay),
         gain_pct: p.gain * 100.0,
