@@ -384,8 +384,7 @@ fn cpu_ceiling(finding: &Finding, bound: &Bound, ctx: &GainInputs, model: Option
     let app = cpu_removed_us(finding, ctx, cpu_share);
     let per_round_trip = match bound {
         Bound::HostCpu { db_cpu_us_per_round_trip, .. } => *db_cpu_us_per_round_trip,
-        // Measured on the host, else the servers' CPU per request over the round trips.
-        _ => ctx.db_cpu_us_per_round_trip.or_else(|| ctx.db_cpu_us_per_request.zip(ctx.round_trips_per_request.filter(|&r| r > 0.0)).map(|(d, r)| d / r)),
+        _ => ctx.db_cpu_us_per_request.zip(ctx.round_trips_per_request.filter(|&r| r > 0.0)).map(|(d, r)| d / r),
     };
     let db = finding.round_trips_per_request.unwrap_or(0.0) * per_round_trip.unwrap_or(0.0) + setup_db_cpu_us(finding, ctx).unwrap_or(0.0);
     let mut caps: Vec<(f64, String)> = Vec::new();
@@ -654,8 +653,6 @@ pub struct GainInputs {
     /// The database servers' CPU per HTTP request, µs (all of it, set-ups included), when
     /// measured on this host.
     pub db_cpu_us_per_request: Option<f64>,
-    /// The database servers' CPU per round trip, µs ([`Profile::db_cpu_us_per_round_trip`]).
-    pub db_cpu_us_per_round_trip: Option<f64>,
     /// The app's CPU per HTTP request as the kernel accounted it (cgroup or /proc), µs.
     pub app_cpu_us_per_request: Option<f64>,
     /// CPUs the app may use ([`crate::profile::Meta::target_cpu_capacity`]).
@@ -928,7 +925,6 @@ pub fn rank(profile: &Profile, requests: Option<u64>, bound: Bound, opts: &Ranki
         db_cpu_us_per_request: requests
             .filter(|&n| n > 0 && !profile.meta.db_servers.is_empty())
             .map(|n| profile.meta.db_servers.iter().map(|s| s.cpu_ns).sum::<u64>() as f64 / 1e3 / n as f64),
-        db_cpu_us_per_round_trip: profile.db_cpu_us_per_round_trip(),
         app_cpu_us_per_request: requests.filter(|&n| n > 0).and_then(|n| Some(profile.meta.target_cpu_ns? as f64 / 1e3 / n as f64)),
         app_capacity_cpus: profile.meta.target_cpu_capacity.filter(|&c| c > 0.0),
     };
