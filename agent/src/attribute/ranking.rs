@@ -348,8 +348,10 @@ pub fn predict_with(finding: &Finding, bound: &Bound, ctx: &GainInputs, model: O
     };
     let cpu_share = if finding.samples > 0 { finding.cpu_share } else { rt_share.map_or(0.0, |r| r * ctx.driver_cpu_share) };
     let gain = predict_uncapped(finding, bound, ctx, model, rt_share, cpu_share);
-    if gain.resource == CLOSED_LOOP {
-        // Mean value analysis never passes a station's capacity, and the model's ceilings cap it.
+    // Only the workers' model ignores the CPU. The other formulas keep to their own resource,
+    // and in the bench their CPU per request comes from the profiled run (slowed by the agent)
+    // while X is the unprofiled runs': capping them there read +0% for every cost of a smoke.
+    if gain.resource != RUNTIME_WORKERS {
         return gain;
     }
     match cpu_ceiling(finding, bound, ctx, model.filter(|_| bound.uses_closed_loop()), cpu_share) {
@@ -366,8 +368,8 @@ pub fn predict_with(finding: &Finding, bound: &Bound, ctx: &GainInputs, model: O
     }
 }
 
-/// The most throughput the run's CPU sets allow once a finding is gone, whatever a gain
-/// model says: `(X' req/s, the measured X, how X' was computed)`, the least of
+/// The most throughput the run's CPU sets allow once a finding is gone, which caps the blocked
+/// workers' model ([`worker_gain`], which knows the workers and the concurrency, not the CPU): `(X' req/s, the measured X, how X' was computed)`, the least of
 /// - the app's own CPU set: `C / (a - d)` ([`app_set_cap`]);
 /// - the host's CPUs left to the requests, under [`Bound::HostCpu`]: `(H - o) / (h - d - e)`
 ///   with `H` its CPUs, `o` the CPUs of its other processes, `h` the CPU per request that
@@ -411,6 +413,9 @@ fn cpu_ceiling(finding: &Finding, bound: &Bound, ctx: &GainInputs, model: Option
 
 /// [`Gain::resource`] of a gain from the closed-loop model.
 const CLOSED_LOOP: &str = "closed_loop";
+
+/// [`Gain::resource`] of a gain from the blocked workers' model ([`worker_gain`]).
+const RUNTIME_WORKERS: &str = "runtime_workers";
 
 /// [`predict_with`] before [`cpu_ceiling`].
 fn predict_uncapped(finding: &Finding, bound: &Bound, ctx: &GainInputs, model: Option<&ClosedLoop>, rt_share: Option<f64>, cpu_share: f64) -> Gain {
@@ -594,7 +599,7 @@ fn worker_gain(b: f64, c: f64, ctx: &GainInputs) -> Gain {
         let after = cap.min(conc);
         let g = (after / x - 1.0).max(0.0);
         return Gain {
-            resource: "runtime_workers".into(),
+            resource: RUNTIME_WORKERS.into(),
             share: None,
             removed_us: Some(b),
             gain_pct: g * 100.0,
@@ -609,7 +614,7 @@ fn worker_gain(b: f64, c: f64, ctx: &GainInputs) -> Gain {
     let s = b / (all + c);
     let g = cpu_bound_gain(s);
     Gain {
-        resource: "runtime_workers".into(),
+        resource: RUNTIME_WORKERS.into(),
         share: Some(s),
         removed_us: Some(b),
         gain_pct: g * 100.0,
